@@ -1,0 +1,136 @@
+"""The one interface every provider implements, and the typed data it receives and returns.
+
+A provider gets a ProviderContext (built by the loop from the store's views) and returns one
+Proposal, or SearchExhausted when it has nothing promising left. It never writes the store
+itself: model exchanges are handed to `record`, which appends them as events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tlxstore.errors import TlxdbError
+from tlxstore.events import DeviceInfo, Event, ProfileMetric
+
+
+class ProviderError(TlxdbError):
+    """The provider could not propose a candidate (recorded as a retryable failure)."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class CaseSpec(_Model):
+    """A case as cases.json gives it (parameters are handed to the harness unchanged)."""
+
+    case_id: str
+    parameters: dict[str, Any] = {}
+    weight: float = 1.0
+    protected: bool = True
+
+
+class TargetSpec(_Model):
+    backend: Literal["cuda", "hip", "cpu"]
+    architecture: str = ""
+    device: str = ""
+    optimization_guidance: str = ""
+    tuning_space: dict[str, list[Any]] | None = None  # tlxdb's own optional key, see docs
+
+
+class CaseResult(_Model):
+    """Measured numbers of one candidate on one case."""
+
+    case_id: str
+    median_us: float
+    p95_us: float
+    cv: float
+    bytes_moved: int | None = None
+    flops: int | None = None
+
+
+class MeasuredCandidate(_Model):
+    """A candidate measured (or failed) under this run's measurement identity, in any run."""
+
+    run_id: str
+    candidate_id: str
+    source_hash: str
+    knobs: dict[str, Any] = {}
+    outcome: str | None  # promoted / rejected / failed / duplicate, None when undecided
+    speedup: float | None = None  # vs that run's baseline
+    reason: str = ""
+    hypothesis: str = ""
+
+
+class Exclusion(_Model):
+    """A hypothesis that failed or was rejected, grouped across runs."""
+
+    signature: str
+    outcome: str
+    reason: str
+    hypothesis: str = ""
+    occurrences: int = 1
+
+
+class ProviderContext(_Model):
+    run_id: str
+    round: int
+    candidate_index: int  # 1-based within the round
+    target: TargetSpec
+    device: DeviceInfo
+    cases: list[CaseSpec]
+    parent_id: str
+    parent_source: str
+    parent_knobs: dict[str, Any] = {}
+    original_source: str
+    reference_source: str | None = None
+    best_per_case: list[CaseResult] = []  # the incumbent's numbers
+    baseline_per_case: list[CaseResult] = []
+    parent_profile: list[ProfileMetric] = []
+    measured: list[MeasuredCandidate] = []  # this run and every prior run with the same identity
+    exclusions: list[Exclusion] = []
+    prior_best: list[MeasuredCandidate] = []  # best candidates of prior runs, best first
+    peak_bandwidth_bytes_per_s: float | None = None
+    peak_flops_per_s: float | None = None
+
+
+class Proposal(_Model):
+    """One candidate: the complete source and why it should be faster."""
+
+    source: str
+    hypothesis: str = Field(min_length=1)
+    evidence: str = ""
+    change: str = ""
+    expected_effect: str = ""
+    risk: str = ""
+    hypothesis_kind: str = "unspecified"
+    commit_title: str | None = None
+    commit_summary: str | None = None
+    knobs: dict[str, Any] = {}
+    prompt_hash: str | None = None
+    exchange_id: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+    replays: str | None = None
+
+
+class SearchExhausted(_Model):
+    """The provider has nothing promising left; the run stops early with this reason."""
+
+    reason: str
+
+
+Recorder = Callable[[Event], None]
+
+
+class Provider(Protocol):
+    name: str
+    model: str | None
+
+    def propose(self, ctx: ProviderContext, record: Recorder) -> Proposal | SearchExhausted:
+        """Propose one candidate derived from ctx.parent_source."""
+        ...

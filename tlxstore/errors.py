@@ -1,0 +1,70 @@
+"""Every error tlxdb raises derives from TlxdbError.
+
+A subclass's docstring is its default message; pass a more specific one-line message when
+there is one. All errors are picklable (they carry only their message), so they can cross the
+harness process boundary.
+"""
+
+from __future__ import annotations
+
+
+class TlxdbError(Exception):
+    """tlxdb failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (type(self).__doc__ or "").strip().splitlines()[0])
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self):  # keep subclasses picklable with their message
+        return (type(self), (self.message,))
+
+
+class ConfigError(TlxdbError):
+    """The configuration is invalid."""
+
+
+class EventValidationError(TlxdbError):
+    """An event failed validation and was not written."""
+
+
+class SchemaTooNewError(TlxdbError):
+    """The data was written by a newer tlxdb; upgrade tlxdb to read it."""
+
+
+class UnknownEventTypeError(TlxdbError):
+    """The data holds an event type this tlxdb does not know."""
+
+
+class LogCorruptError(TlxdbError):
+    """A run log is corrupt."""
+
+
+class SequenceConflictError(TlxdbError):
+    """An append used a stale expected sequence number."""
+
+
+class EventConflictError(TlxdbError):
+    """An event id already exists in the store with a different body."""
+
+
+class StoreError(TlxdbError):
+    """The evidence store cannot be used."""
+
+
+class StoreBusyError(StoreError):
+    """The evidence store stayed locked by other tlxdb processes for too long."""
+
+
+class ReadOnlyQueryError(StoreError):
+    """Queries are read-only; statements that write are refused."""
+
+
+class UnknownRunError(TlxdbError):
+    """No such run in the store."""
+
+
+class ImportFormatError(TlxdbError):
+    """The data to import is not in a format tlxdb understands."""

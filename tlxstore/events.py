@@ -1,0 +1,418 @@
+"""The evidence: every fact tlxdb knows is one of these events.
+
+Invariants:
+- Events are immutable past-tense facts (frozen pydantic models). An event type's fields may
+  only change with a new SCHEMA_VERSION and an upcaster from the previous version (upcasting.py).
+- An event is validated before it enters a log; a record read back is upcast to the current
+  version and validated again.
+- Measured quantities carry their unit in the field name (_us, _ms, _bytes, _usd).
+- Unknown is None, never 0 (profile metrics, tokens, cost).
+- Hashes are tagged strings ("sha256:<hex>") from tlxstore.hashing.
+
+The envelope (Envelope) adds what the run log assigns: event_id, run_id, dense per-run seq
+(starting at 0), and recorded_at.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+# --------------------------------------------------------------------------------------------
+# Shared value types
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Outcome(StrEnum):
+    """What was decided about a candidate."""
+
+    PROMOTED = "promoted"
+    REJECTED = "rejected"  # measured and correct, but not good enough (or a guard refused it)
+    FAILED = "failed"  # did not build, did not verify, or the harness failed on it
+    DUPLICATE = "duplicate"  # already measured under the same identity; earlier results reused
+
+
+class FailureKind(StrEnum):
+    """Why an evaluation could not finish. Infrastructure kinds are retryable and never burn a
+    source hash."""
+
+    TIMEOUT = "timeout"
+    CRASH = "crash"  # the child process died (signal, segfault, OOM)
+    DEVICE_FAULT = "device_fault"
+    PROVIDER = "provider"  # the provider could not propose (model error, agent crash)
+    HARNESS_ERROR = "harness_error"  # the harness raised on the candidate (not retryable)
+
+
+class StoppingReason(StrEnum):
+    MAX_ROUNDS = "max_rounds"
+    MAX_TOTAL_SECONDS = "max_total_seconds"
+    SEARCH_EXHAUSTED = "search_exhausted"  # the provider has nothing promising left
+    PROVIDER_FAILED = "provider_failed"
+    BUNDLE_CHANGED = "bundle_changed"
+    VALIDATION_FAILED = "validation_failed"
+    INTERRUPTED = "interrupted"
+    ERROR = "error"
+
+
+class Phase(StrEnum):
+    """When a measurement was taken."""
+
+    VALIDATION = "validation"  # the baseline, before round 1
+    ROUND = "round"  # a candidate in a round
+    REVALIDATION = "revalidation"  # finalist vs fresh baseline, interleaved A B A B
+
+
+class ToolVersions(Frozen):
+    tlxdb: str
+    python: str
+    triton: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    duckdb: str | None = None
+
+
+class DeviceInfo(Frozen):
+    """The hardware a run measured on. `kind` is what identifies comparable measurements
+    (e.g. "NVIDIA H200", or "cpu-interpreter")."""
+
+    kind: str
+    backend: Literal["cuda", "hip", "cpu"]
+    architecture: str | None = None
+    num_sms: int | None = None
+    l2_bytes: int | None = None
+
+
+class Thresholds(Frozen):
+    """The budget and decision thresholds a run used (after flags and budget.json)."""
+
+    max_rounds: int = Field(gt=0)
+    candidates_per_round: int = Field(gt=0)
+    max_candidate_seconds: float = Field(gt=0)
+    max_total_seconds: float = Field(gt=0)
+    min_speedup: float = Field(ge=1.0)
+    max_cv: float = Field(gt=0)
+    benchmark_repetitions: int = Field(gt=0)
+
+
+class ValidationCheck(Frozen):
+    name: str
+    passed: bool
+    detail: str = ""
+
+
+class ProfileMetric(Frozen):
+    """One normalized profile metric. value None means the tool could not read it."""
+
+    name: str
+    value: float | None
+    unit: str
+    source: str  # "proton", "ncu", "harness"
+
+
+class CaseSpeedup(Frozen):
+    case_id: str
+    weight: float
+    baseline_median_us: float
+    candidate_median_us: float
+    speedup: float
+    candidate_cv: float
+    baseline_p95_us: float | None = None
+    candidate_p95_us: float | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# Events
+
+
+class Event(Frozen):
+    """Base of every event. Subclasses set `type` (a Literal of their own name) and SCHEMA_VERSION."""
+
+    SCHEMA_VERSION: ClassVar[int] = 1
+    type: str
+
+
+class RunStarted(Event):
+    type: Literal["RunStarted"] = "RunStarted"
+    argv: list[str]
+    host: str
+    device: DeviceInfo
+    tool_versions: ToolVersions
+    thresholds: Thresholds
+    provider: str
+    model: str | None = None
+    kernel_path: str
+    kernel_sha256: str
+    bundle_files: dict[str, str]  # file name -> tagged sha256
+    bundle_digest: str  # digest of bundle_files, the bundle's identity
+    measurement_key: str  # digest of (device.kind, triton, torch, bundle_digest): see identity.py
+    output_dir: str
+    prior_runs: list[str] = []
+    resumed_from: str | None = None
+    label: str | None = None
+
+
+class BundleValidated(Event):
+    type: Literal["BundleValidated"] = "BundleValidated"
+    passed: bool
+    checks: list[ValidationCheck]
+
+
+class SourceStored(Event):
+    """A source text, content-addressed by its raw hash."""
+
+    type: Literal["SourceStored"] = "SourceStored"
+    source_hash: str
+    normalized_hash: str
+    text: str
+    size_bytes: int
+
+
+class CandidateProposed(Event):
+    type: Literal["CandidateProposed"] = "CandidateProposed"
+    candidate_id: str  # unique within the run: "baseline", "c001", ...
+    parent_id: str | None
+    round: int  # 0 for the baseline
+    provider: str
+    hypothesis: str
+    evidence: str = ""
+    change: str = ""
+    expected_effect: str = ""
+    risk: str = ""
+    hypothesis_kind: str = "unspecified"
+    commit_title: str | None = None
+    commit_summary: str | None = None
+    source_hash: str
+    normalized_hash: str
+    knobs: dict[str, Any] = {}  # the configuration signature (knob -> value), when known
+    prompt_hash: str | None = None
+    exchange_id: str | None = None  # the ModelExchanged event that produced it
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+    replays: str | None = None  # "run_id/candidate_id" this candidate re-proposes
+
+
+class ModelExchanged(Event):
+    """One request to a model or agent and its reply. API keys never appear here."""
+
+    type: Literal["ModelExchanged"] = "ModelExchanged"
+    exchange_id: str
+    provider: str
+    model: str | None
+    prompt: str
+    reply: str | None
+    error: str | None = None
+    attempt: int = 1
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+    latency_ms: float
+
+
+class DuplicateDetected(Event):
+    type: Literal["DuplicateDetected"] = "DuplicateDetected"
+    candidate_id: str
+    match: Literal["raw", "normalized"]
+    duplicate_of_run: str
+    duplicate_of_candidate: str
+
+
+class BuildFinished(Event):
+    type: Literal["BuildFinished"] = "BuildFinished"
+    candidate_id: str
+    success: bool
+    duration_ms: float
+    diagnostics: str = ""
+
+
+class CaseVerified(Event):
+    type: Literal["CaseVerified"] = "CaseVerified"
+    candidate_id: str
+    case_id: str
+    passed: bool
+    phase: Phase = Phase.ROUND
+    attempt: int = 1  # verifications of one case are numbered; the last is after the benchmark
+    seed: int | None = None
+    diagnostics: str = ""
+    metrics: dict[str, float | None] = {}
+
+
+class BenchmarkSampled(Event):
+    """Raw samples of one case. Every sample becomes its own row in the samples view."""
+
+    type: Literal["BenchmarkSampled"] = "BenchmarkSampled"
+    candidate_id: str
+    case_id: str
+    phase: Phase = Phase.ROUND
+    block: int = 0  # for interleaved revalidation: the alternation index
+    samples_us: list[float]
+    warmup_count: int | None = None
+    cache_policy: str | None = None
+    bytes_moved: int | None = None  # declared by the harness/case, for throughput checks
+    flops: int | None = None
+
+
+class ProfileCollected(Event):
+    type: Literal["ProfileCollected"] = "ProfileCollected"
+    candidate_id: str
+    case_id: str
+    metrics: list[ProfileMetric]
+    kernel_names: list[str] = []
+    diagnostics: str = ""
+    artifacts: list[str] = []  # absolute paths of raw files
+
+
+class IntegrityFlagged(Event):
+    """A guard or tripwire fired on a candidate."""
+
+    type: Literal["IntegrityFlagged"] = "IntegrityFlagged"
+    candidate_id: str
+    guard: str  # e.g. "static:thread", "patched:torch.allclose", "tripwire:speedup>10x"
+    detail: str
+    blocking: bool  # True: the candidate is refused; False: extra verification was triggered
+
+
+class InfrastructureFailed(Event):
+    type: Literal["InfrastructureFailed"] = "InfrastructureFailed"
+    candidate_id: str | None
+    stage: str  # "propose", "build", "verify", "benchmark", "profile"
+    kind: FailureKind
+    retryable: bool
+    diagnostics: str = ""
+
+
+class DecisionMade(Event):
+    type: Literal["DecisionMade"] = "DecisionMade"
+    candidate_id: str
+    outcome: Outcome
+    reason: str
+    speedup: float | None = None  # weighted geometric mean of median ratios vs the baseline
+    ci_low: float | None = None
+    ci_high: float | None = None
+    compared_to: str | None = None  # the incumbent it had to beat
+    cases: list[CaseSpeedup] = []
+
+
+class ExclusionRecorded(Event):
+    """A hypothesis that should not be tried again for this kernel, with its signature."""
+
+    type: Literal["ExclusionRecorded"] = "ExclusionRecorded"
+    candidate_id: str
+    signature: str  # the change it made, canonical (e.g. "BLOCK=16,num_warps=8")
+    outcome: Outcome
+    reason: str
+    hypothesis: str = ""
+
+
+class FinalistRevalidated(Event):
+    type: Literal["FinalistRevalidated"] = "FinalistRevalidated"
+    candidate_id: str
+    survived: bool
+    reason: str
+    speedup: float | None
+    ci_low: float | None
+    ci_high: float | None
+    alternations: int
+    cases: list[CaseSpeedup] = []
+
+
+class CommitAttempted(Event):
+    type: Literal["CommitAttempted"] = "CommitAttempted"
+    candidate_id: str
+    vcs: Literal["git", "hg"] | None
+    success: bool
+    conflict: bool = False
+    rev_before: str | None = None
+    rev_after: str | None = None
+    subject: str | None = None
+    diagnostics: str = ""
+
+
+class RunFinished(Event):
+    type: Literal["RunFinished"] = "RunFinished"
+    stopping_reason: StoppingReason
+    success: bool
+    winner_id: str | None = None
+    speedup: float | None = None
+    detail: str = ""
+
+
+AnyEvent = Annotated[
+    RunStarted
+    | BundleValidated
+    | SourceStored
+    | CandidateProposed
+    | ModelExchanged
+    | DuplicateDetected
+    | BuildFinished
+    | CaseVerified
+    | BenchmarkSampled
+    | ProfileCollected
+    | IntegrityFlagged
+    | InfrastructureFailed
+    | DecisionMade
+    | ExclusionRecorded
+    | FinalistRevalidated
+    | CommitAttempted
+    | RunFinished,
+    Field(discriminator="type"),
+]
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.model_fields["type"].default: cls
+    for cls in (
+        RunStarted,
+        BundleValidated,
+        SourceStored,
+        CandidateProposed,
+        ModelExchanged,
+        DuplicateDetected,
+        BuildFinished,
+        CaseVerified,
+        BenchmarkSampled,
+        ProfileCollected,
+        IntegrityFlagged,
+        InfrastructureFailed,
+        DecisionMade,
+        ExclusionRecorded,
+        FinalistRevalidated,
+        CommitAttempted,
+        RunFinished,
+    )
+}
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(AnyEvent)
+
+
+class Envelope(Frozen):
+    """An event as it stands in a log: the event plus what the log assigned."""
+
+    event_id: str
+    run_id: str
+    seq: int = Field(ge=0)
+    recorded_at: datetime
+    event: AnyEvent
+
+    @property
+    def type(self) -> str:
+        return self.event.type
+
+    @property
+    def schema_version(self) -> int:
+        return type(self.event).SCHEMA_VERSION
+
+
+def new_event_id() -> str:
+    return uuid.uuid4().hex
+
+
+def new_run_id() -> str:
+    """Run ids sort by start time: r<UTC yyyymmdd-HHMMSS>-<6 hex>."""
+    return f"r{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"

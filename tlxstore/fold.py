@@ -1,0 +1,152 @@
+"""A run's state is a pure fold over its events; this is the only way tlxdb reads a run.
+
+`fold(envelopes)` and `RunState.apply(envelope)` give the same state as the live run had, so a
+run killed at any point resumes from its log, and `tlxdb replay` re-decides from evidence alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tlxstore.events import (
+    BenchmarkSampled,
+    BuildFinished,
+    BundleValidated,
+    CandidateProposed,
+    CaseVerified,
+    CommitAttempted,
+    DecisionMade,
+    DuplicateDetected,
+    Envelope,
+    ExclusionRecorded,
+    FinalistRevalidated,
+    InfrastructureFailed,
+    IntegrityFlagged,
+    ModelExchanged,
+    Outcome,
+    ProfileCollected,
+    RunFinished,
+    RunStarted,
+    SourceStored,
+)
+
+
+@dataclass
+class CandidateState:
+    proposal: CandidateProposed
+    duplicate: DuplicateDetected | None = None
+    build: BuildFinished | None = None
+    verifications: list[CaseVerified] = field(default_factory=list)
+    samples: list[BenchmarkSampled] = field(default_factory=list)
+    profiles: list[ProfileCollected] = field(default_factory=list)
+    flags: list[IntegrityFlagged] = field(default_factory=list)
+    failures: list[InfrastructureFailed] = field(default_factory=list)
+    decision: DecisionMade | None = None
+    exclusion: ExclusionRecorded | None = None
+
+    @property
+    def candidate_id(self) -> str:
+        return self.proposal.candidate_id
+
+    @property
+    def decided(self) -> bool:
+        return self.decision is not None
+
+    def samples_by_case(self, phase: str | None = None) -> dict[str, list[float]]:
+        """All raw samples (us) per case, optionally of one phase, in recorded order."""
+        out: dict[str, list[float]] = {}
+        for s in self.samples:
+            if phase is None or s.phase == phase:
+                out.setdefault(s.case_id, []).extend(s.samples_us)
+        return out
+
+
+@dataclass
+class RunState:
+    run_id: str | None = None
+    started: RunStarted | None = None
+    validation: BundleValidated | None = None
+    sources: dict[str, SourceStored] = field(default_factory=dict)  # by source_hash
+    candidates: dict[str, CandidateState] = field(default_factory=dict)  # in proposal order
+    exchanges: dict[str, ModelExchanged] = field(default_factory=dict)
+    run_failures: list[InfrastructureFailed] = field(default_factory=list)  # not tied to a candidate
+    revalidations: list[FinalistRevalidated] = field(default_factory=list)
+    commits: list[CommitAttempted] = field(default_factory=list)
+    finished: RunFinished | None = None
+    last_seq: int = -1
+
+    # ---- derived ------------------------------------------------------------------------
+    @property
+    def incumbent_id(self) -> str | None:
+        """The current best: the last promoted candidate, else the baseline if it exists."""
+        best = None
+        for c in self.candidates.values():
+            if c.decision is not None and c.decision.outcome == Outcome.PROMOTED:
+                best = c.candidate_id
+        if best is None and "baseline" in self.candidates:
+            best = "baseline"
+        return best
+
+    @property
+    def rounds_started(self) -> int:
+        return max((c.proposal.round for c in self.candidates.values()), default=0)
+
+    def undecided(self) -> list[CandidateState]:
+        return [c for c in self.candidates.values() if not c.decided]
+
+    # ---- the fold -----------------------------------------------------------------------
+    def apply(self, env: Envelope) -> RunState:
+        """Apply one event in sequence order (mutates and returns self)."""
+        if env.seq != self.last_seq + 1:
+            raise ValueError(f"run {env.run_id}: expected seq {self.last_seq + 1}, got {env.seq}")
+        self.last_seq = env.seq
+        self.run_id = env.run_id
+        e = env.event
+        match e:
+            case RunStarted():
+                self.started = e
+            case BundleValidated():
+                self.validation = e
+            case SourceStored():
+                self.sources[e.source_hash] = e
+            case CandidateProposed():
+                self.candidates[e.candidate_id] = CandidateState(proposal=e)
+            case ModelExchanged():
+                self.exchanges[e.exchange_id] = e
+            case DuplicateDetected():
+                self.candidates[e.candidate_id].duplicate = e
+            case BuildFinished():
+                self.candidates[e.candidate_id].build = e
+            case CaseVerified():
+                self.candidates[e.candidate_id].verifications.append(e)
+            case BenchmarkSampled():
+                self.candidates[e.candidate_id].samples.append(e)
+            case ProfileCollected():
+                self.candidates[e.candidate_id].profiles.append(e)
+            case IntegrityFlagged():
+                self.candidates[e.candidate_id].flags.append(e)
+            case InfrastructureFailed():
+                if e.candidate_id is not None and e.candidate_id in self.candidates:
+                    self.candidates[e.candidate_id].failures.append(e)
+                else:
+                    self.run_failures.append(e)
+            case DecisionMade():
+                self.candidates[e.candidate_id].decision = e
+            case ExclusionRecorded():
+                self.candidates[e.candidate_id].exclusion = e
+            case FinalistRevalidated():
+                self.revalidations.append(e)
+            case CommitAttempted():
+                self.commits.append(e)
+            case RunFinished():
+                self.finished = e
+        return self
+
+
+def fold(envelopes: Iterable[Envelope]) -> RunState:
+    """The state of one run from its events, in sequence order."""
+    state = RunState()
+    for env in envelopes:
+        state.apply(env)
+    return state
