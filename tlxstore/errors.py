@@ -42,6 +42,10 @@ class LogCorruptError(TlxdbError):
     """A run log is corrupt."""
 
 
+class RunLogExistsError(TlxdbError):
+    """A run log already exists there; open it instead of creating it."""
+
+
 class SequenceConflictError(TlxdbError):
     """An append used a stale expected sequence number."""
 
@@ -68,3 +72,7 @@ class UnknownRunError(TlxdbError):
 
 class ImportFormatError(TlxdbError):
     """The data to import is not in a format tlxdb understands."""
+
+
+class StoreTooNewError(StoreError):
+    """The store was written by a newer tlxdb; upgrade tlxdb to open it."""

@@ -1,0 +1,174 @@
+"""The only (de)serializer of events: an Envelope <-> one flat record.
+
+Record form (a run log line, a Parquet row, an export row):
+    {"event_id", "run_id", "seq", "recorded_at", "type", "schema_version", "payload"}
+`payload` is the event's fields without `type`; `recorded_at` is ISO 8601 with a time zone.
+
+`decode` refuses an unknown event type (UnknownEventTypeError) and a schema version newer than this
+tlxdb's (SchemaTooNewError), upcasts older versions (upcasting.py), and validates the result
+(EventValidationError). `encode` produces only what `decode` accepts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from tlxstore.errors import EventValidationError, SchemaTooNewError, UnknownEventTypeError
+from tlxstore.events import EVENT_TYPES, Envelope, Event
+from tlxstore.hashing import canonical_json, digest_text
+from tlxstore.upcasting import RELEASED, Upcasters
+
+RECORD_KEYS = ("event_id", "run_id", "seq", "recorded_at", "type", "schema_version", "payload")
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "(event)"
+    return f"{loc}: {err['msg']}"
+
+
+@dataclass(frozen=True)
+class Codec:
+    """Encodes and decodes records against a set of event types and upcasters."""
+
+    event_types: Mapping[str, type[Event]] = field(default_factory=lambda: dict(EVENT_TYPES))
+    upcasters: Upcasters = RELEASED
+
+    def encode(self, env: Envelope) -> dict[str, Any]:
+        event = env.event
+        return {
+            "event_id": env.event_id,
+            "run_id": env.run_id,
+            "seq": env.seq,
+            "recorded_at": env.recorded_at.isoformat(),
+            "type": event.type,
+            "schema_version": type(event).SCHEMA_VERSION,
+            "payload": event.model_dump(mode="json", exclude={"type"}),
+        }
+
+    def decode(self, record: Mapping[str, Any]) -> Envelope:
+        if not isinstance(record, Mapping):
+            raise EventValidationError(
+                f"an event record must be a JSON object, not {type(record).__name__}"
+            )
+        missing = [k for k in RECORD_KEYS if k not in record]
+        if missing:
+            raise EventValidationError(f"event record lacks {', '.join(missing)}")
+        event_type = record["type"]
+        cls = self.event_types.get(event_type) if isinstance(event_type, str) else None
+        if cls is None:
+            raise UnknownEventTypeError(
+                f"event type {event_type!r} is unknown to this tlxdb (event {record['event_id']}); upgrade tlxdb to read it"
+            )
+        version = record["schema_version"]
+        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+            raise EventValidationError(
+                f"event {record['event_id']}: schema_version {version!r} is not a version"
+            )
+        if version > cls.SCHEMA_VERSION:
+            raise SchemaTooNewError(
+                f"event {record['event_id']} is {event_type} v{version}, this tlxdb reads up to "
+                f"v{cls.SCHEMA_VERSION}; upgrade tlxdb to read it"
+            )
+        payload = record["payload"]
+        if isinstance(payload, str):  # Parquet and DuckDB rows keep the payload as JSON text
+            try:
+                payload = json.loads(payload)
+            except json.JSONDecodeError as exc:
+                raise EventValidationError(
+                    f"event {record['event_id']}: payload is not JSON ({exc.msg})"
+                ) from None
+        if not isinstance(payload, dict):
+            raise EventValidationError(f"event {record['event_id']}: payload must be a JSON object")
+        try:
+            payload = self.upcasters.upcast(event_type, version, cls.SCHEMA_VERSION, payload)
+        except KeyError as exc:
+            raise EventValidationError(f"event {record['event_id']}: {exc.args[0]}") from None
+        try:
+            event = cls.model_validate({**payload, "type": event_type})
+        except ValidationError as exc:
+            raise EventValidationError(
+                f"event {record['event_id']} ({event_type}) is invalid: {_first_error(exc)}"
+            ) from None
+        return Envelope.model_construct(
+            event_id=_text(record, "event_id"),
+            run_id=_text(record, "run_id"),
+            seq=_seq(record),
+            recorded_at=_timestamp(record),
+            event=event,
+        )
+
+
+def _text(record: Mapping[str, Any], key: str) -> str:
+    value = record[key]
+    if not isinstance(value, str) or not value:
+        raise EventValidationError(f"event record: {key} must be a non-empty string, not {value!r}")
+    return value
+
+
+def _seq(record: Mapping[str, Any]) -> int:
+    seq = record["seq"]
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise EventValidationError(
+            f"event {record['event_id']}: seq {seq!r} is not a sequence number"
+        )
+    return seq
+
+
+def _timestamp(record: Mapping[str, Any]) -> datetime:
+    value = record["recorded_at"]
+    try:
+        ts = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise EventValidationError(
+            f"event {record['event_id']}: recorded_at {value!r} is not an ISO 8601 time"
+        ) from None
+    if ts.tzinfo is None:
+        raise EventValidationError(
+            f"event {record['event_id']}: recorded_at {value!r} has no time zone"
+        )
+    return ts
+
+
+DEFAULT = Codec()
+
+
+def encode(env: Envelope) -> dict[str, Any]:
+    """The record form of an envelope (payload as a JSON-able dict)."""
+    return DEFAULT.encode(env)
+
+
+def decode(record: Mapping[str, Any]) -> Envelope:
+    """An envelope from a record of any released schema version, upcast and validated."""
+    return DEFAULT.decode(record)
+
+
+def to_json(record: Mapping[str, Any]) -> str:
+    """One record as strict JSON (no NaN/Infinity); ValueError on a non-finite number."""
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def body_digest(record: Mapping[str, Any]) -> str:
+    """The identity of an event's body: what 'same id, same body' compares."""
+    return digest_text(canonical_json(record))
+
+
+def validate_event(event: Event) -> Event:
+    """The event re-validated from its own fields (guards against model_construct and NaN)."""
+    try:
+        data = event.model_dump(mode="json", warnings=False)
+        checked = type(event).model_validate(data)
+        to_json(data)
+    except ValidationError as exc:
+        raise EventValidationError(f"{event.type} is invalid: {_first_error(exc)}") from None
+    except ValueError:
+        raise EventValidationError(
+            f"{event.type} holds a non-finite number (NaN or infinity)"
+        ) from None
+    return checked

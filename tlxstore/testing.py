@@ -1,0 +1,166 @@
+"""Realistic event streams, as the optimizer loop emits them: for tests and benchmarks of every package."""
+
+from __future__ import annotations
+
+from tlxstore.events import (
+    BenchmarkSampled,
+    BuildFinished,
+    BundleValidated,
+    CandidateProposed,
+    CaseSpeedup,
+    CaseVerified,
+    DecisionMade,
+    DeviceInfo,
+    Event,
+    ExclusionRecorded,
+    Outcome,
+    ProfileCollected,
+    ProfileMetric,
+    RunFinished,
+    RunStarted,
+    SourceStored,
+    StoppingReason,
+    Thresholds,
+    ToolVersions,
+)
+from tlxstore.hashing import digest_json, digest_text
+
+MEASUREMENT_KEY = digest_json(["cpu-interpreter", "3.9.0", "2.13.0", "sha256:bundle"])
+
+
+def run_started(output_dir: str = "/tmp/out", measurement_key: str = MEASUREMENT_KEY) -> RunStarted:
+    return RunStarted(
+        argv=["tlxdb", "optimize", "--kernel", "k.py"],
+        host="testhost",
+        device=DeviceInfo(kind="cpu-interpreter", backend="cpu"),
+        tool_versions=ToolVersions(tlxdb="0.1.0", python="3.11", triton="3.9.0", torch="2.13.0"),
+        thresholds=Thresholds(
+            max_rounds=5,
+            candidates_per_round=2,
+            max_candidate_seconds=600,
+            max_total_seconds=3600,
+            min_speedup=1.01,
+            max_cv=0.1,
+            benchmark_repetitions=10,
+        ),
+        provider="tune",
+        kernel_path="/k/kernel.py",
+        kernel_sha256=digest_text("kernel"),
+        bundle_files={"harness.py": digest_text("h"), "cases.json": digest_text("c")},
+        bundle_digest="sha256:bundle",
+        measurement_key=measurement_key,
+        output_dir=output_dir,
+    )
+
+
+def candidate_events(
+    candidate_id: str,
+    source: str,
+    round_: int = 1,
+    parent_id: str | None = "baseline",
+    cases: tuple[str, ...] = ("small", "large"),
+    samples: int = 5,
+    base_us: float = 100.0,
+    outcome: Outcome = Outcome.REJECTED,
+    knobs: dict | None = None,
+) -> list[Event]:
+    """Source, proposal, build, verify, samples, profile and decision of one candidate."""
+    h = digest_text(source)
+    nh = digest_text(" ".join(source.split()))
+    out: list[Event] = [
+        SourceStored(
+            source_hash=h, normalized_hash=nh, text=source, size_bytes=len(source.encode())
+        ),
+        CandidateProposed(
+            candidate_id=candidate_id,
+            parent_id=parent_id if candidate_id != "baseline" else None,
+            round=0 if candidate_id == "baseline" else round_,
+            provider="tune",
+            hypothesis=f"hypothesis of {candidate_id}",
+            source_hash=h,
+            normalized_hash=nh,
+            knobs=knobs or {},
+        ),
+        BuildFinished(candidate_id=candidate_id, success=True, duration_ms=12.5),
+    ]
+    for case in cases:
+        out.append(
+            CaseVerified(
+                candidate_id=candidate_id, case_id=case, passed=True, metrics={"max_abs_error": 0.0}
+            )
+        )
+        out.append(
+            BenchmarkSampled(
+                candidate_id=candidate_id,
+                case_id=case,
+                samples_us=[base_us + i * 0.5 for i in range(samples)],
+                bytes_moved=1 << 20,
+            )
+        )
+        out.append(
+            ProfileCollected(
+                candidate_id=candidate_id,
+                case_id=case,
+                metrics=[
+                    ProfileMetric(
+                        name="duration_ns", value=base_us * 1000, unit="ns", source="proton"
+                    ),
+                    ProfileMetric(name="dram_throughput_pct", value=None, unit="%", source="ncu"),
+                ],
+                kernel_names=["softmax_kernel"],
+            )
+        )
+    speedup = 1.0 if candidate_id == "baseline" else 100.0 / base_us
+    out.append(
+        DecisionMade(
+            candidate_id=candidate_id,
+            outcome=Outcome.PROMOTED if candidate_id == "baseline" else outcome,
+            reason="baseline" if candidate_id == "baseline" else f"speedup {speedup:.3f}",
+            speedup=speedup,
+            cases=[
+                CaseSpeedup(
+                    case_id=c,
+                    weight=1.0,
+                    baseline_median_us=100.0,
+                    candidate_median_us=base_us,
+                    speedup=speedup,
+                    candidate_cv=0.01,
+                )
+                for c in cases
+            ],
+        )
+    )
+    if outcome in (Outcome.REJECTED, Outcome.FAILED) and candidate_id != "baseline":
+        out.append(
+            ExclusionRecorded(
+                candidate_id=candidate_id,
+                signature=",".join(f"{k}={v}" for k, v in sorted((knobs or {}).items()))
+                or candidate_id,
+                outcome=outcome,
+                reason="not faster",
+                hypothesis=f"hypothesis of {candidate_id}",
+            )
+        )
+    return out
+
+
+def small_run(n_candidates: int = 3, output_dir: str = "/tmp/out", tag: str = "") -> list[Event]:
+    """A whole run: start, validation, baseline, candidates, finish."""
+    events: list[Event] = [run_started(output_dir), BundleValidated(passed=True, checks=[])]
+    events += candidate_events("baseline", f"def kernel(): pass  # base {tag}")
+    for i in range(1, n_candidates + 1):
+        events += candidate_events(
+            f"c{i:03d}",
+            f"def kernel(): return {i}  # {tag}",
+            base_us=100.0 - i,
+            outcome=Outcome.PROMOTED if i == n_candidates else Outcome.REJECTED,
+            knobs={"BLOCK": 64 * i, "num_warps": 4},
+        )
+    events.append(
+        RunFinished(
+            stopping_reason=StoppingReason.MAX_ROUNDS,
+            success=True,
+            winner_id=f"c{n_candidates:03d}",
+        )
+    )
+    return events
