@@ -80,7 +80,8 @@ class NcuLaunch(BaseModel):
 
     launch_id: str
     kernel: str
-    metrics: dict[str, Metric]
+    metrics: dict[str, Metric]  # every column; a cell that is not a number has value None
+    unreadable: dict[str, str] = {}  # metric -> the cell text that was not a number
 
 
 class NcuReport(BaseModel):
@@ -94,20 +95,25 @@ class NcuReport(BaseModel):
     def summary(
         self, requested: Sequence[str] = DEFAULT_METRICS, artifacts: list[str] | None = None
     ) -> ProfileSummary:
-        """Totals over every launch (sums add; rates and percentages are time-weighted means)
-        and attribution by duration per kernel. A requested metric ncu did not report is None."""
+        """The requested metrics totalled over every launch (sums add; rates and percentages are
+        time-weighted means) and attribution by duration per kernel. A requested metric that
+        ncu did not report, or reported as something other than a number, is None."""
         diagnostics = list(self.diagnostics)
         if not self.launches:
             diagnostics.append("ncu: no kernel launch was profiled")
-        names = list(dict.fromkeys([*requested, *(n for la in self.launches for n in la.metrics)]))
         metrics = []
-        for name in names:
-            metric = _aggregate(name, self.launches)
-            if metric.value is None and self.launches:
-                diagnostics.append(
-                    f"ncu: {name} unreadable or not reported for at least one launch"
-                )
-            metrics.append(metric)
+        for name in dict.fromkeys(requested):
+            for la in self.launches:
+                if name in la.unreadable:
+                    cell = la.unreadable[name] or "empty"
+                    diagnostics.append(
+                        f"ncu: {name} unreadable ({cell!r}) for launch {la.launch_id} ({la.kernel})"
+                    )
+                elif name not in la.metrics:
+                    diagnostics.append(
+                        f"ncu: {name} not reported for launch {la.launch_id} ({la.kernel})"
+                    )
+            metrics.append(_aggregate(name, self.launches))
         kernels = list(dict.fromkeys(la.kernel for la in self.launches))
         times = {
             k: _aggregate(DURATION, [la for la in self.launches if la.kernel == k]).value
@@ -187,12 +193,16 @@ def _kernel_column(header: list[str]) -> int | None:
     return None
 
 
-def _metric(name: str, cell: str, unit: str, where: str, diagnostics: list[str]) -> Metric:
-    raw = parse_number(cell)
-    if raw is None:
-        diagnostics.append(f"ncu: {name} unreadable ({cell.strip() or 'empty'!r}) for {where}")
-    value, canonical = canonical_unit(raw, unit)
-    return Metric(name=name, value=value, unit=canonical, source=MetricSource.NCU)
+def _launch(launch_id: str, kernel: str, cells: list[tuple[str, str, str]]) -> NcuLaunch:
+    """A launch from (metric, unit, cell) triples."""
+    metrics, unreadable = {}, {}
+    for name, unit, cell in cells:
+        raw = parse_number(cell)
+        if raw is None:
+            unreadable[name] = cell.strip()
+        value, canonical = canonical_unit(raw, unit)
+        metrics[name] = Metric(name=name, value=value, unit=canonical, source=MetricSource.NCU)
+    return NcuLaunch(launch_id=launch_id, kernel=kernel, metrics=metrics, unreadable=unreadable)
 
 
 def _parse_wide(header: list[str], rows: list[list[str]], diagnostics: list[str]) -> NcuReport:
@@ -210,11 +220,8 @@ def _parse_wide(header: list[str], rows: list[list[str]], diagnostics: list[str]
             )
             continue
         kernel = row[kernel_col] if kernel_col is not None else "?"
-        where = f"launch {row[0]} ({kernel})"
-        metrics = {
-            header[i]: _metric(header[i], row[i], units[i], where, diagnostics) for i in metric_cols
-        }
-        launches.append(NcuLaunch(launch_id=row[0], kernel=kernel, metrics=metrics))
+        cells = [(header[i], units[i], row[i]) for i in metric_cols]
+        launches.append(_launch(row[0], kernel, cells))
     return NcuReport(launches=launches, diagnostics=diagnostics)
 
 
@@ -222,7 +229,7 @@ def _parse_long(header: list[str], rows: list[list[str]], diagnostics: list[str]
     kernel_col = _kernel_column(header)
     name_col, value_col = header.index("Metric Name"), header.index("Metric Value")
     unit_col = header.index("Metric Unit") if "Metric Unit" in header else None
-    by_launch: dict[str, tuple[str, dict[str, Metric]]] = {}
+    by_launch: dict[str, tuple[str, list[tuple[str, str, str]]]] = {}
     for row in rows:
         if len(row) < len(header):
             diagnostics.append(
@@ -230,13 +237,9 @@ def _parse_long(header: list[str], rows: list[list[str]], diagnostics: list[str]
             )
             continue
         kernel = row[kernel_col] if kernel_col is not None else "?"
-        entry = by_launch.setdefault(row[0], (kernel, {}))
         unit = row[unit_col] if unit_col is not None else ""
-        name = row[name_col]
-        entry[1][name] = _metric(
-            name, row[value_col], unit, f"launch {row[0]} ({kernel})", diagnostics
-        )
-    launches = [NcuLaunch(launch_id=i, kernel=k, metrics=m) for i, (k, m) in by_launch.items()]
+        by_launch.setdefault(row[0], (kernel, []))[1].append((row[name_col], unit, row[value_col]))
+    launches = [_launch(i, kernel, cells) for i, (kernel, cells) in by_launch.items()]
     return NcuReport(launches=launches, diagnostics=diagnostics)
 
 

@@ -109,7 +109,6 @@ class ProtonProfile(BaseModel):
     def compact(self, hatchet_path: str | None) -> dict[str, Any]:
         """The JSON a harness returns under "proton" (CONTRACT.md §1)."""
         return {
-            "hook": "triton",
             "kernel_time_us": self.total_time_us,
             "kernel_launches": self.launches,
             "kernels": [k.model_dump() for k in self.kernels],

@@ -102,6 +102,8 @@ def test_ncu_reads_counters_of_a_triton_kernel(tmp_path):
         and write.value is not None
     )
     assert 0.9 * 2 * vadd.N * 4 < read.value < 1.2 * 2 * vadd.N * 4
-    assert 0.9 * vadd.N * 4 < write.value < 1.2 * vadd.N * 4
+    # Writes can end the kernel dirty in L2 (write-back, 60 MB on the H200): on an H200 ncu
+    # counted 46.4 MB of the 67.1 MB written.
+    assert 0.5 * vadd.N * 4 < write.value < 1.2 * vadd.N * 4
     memory_pct = summary.metric("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed")
     assert memory_pct is not None and memory_pct.value is not None and 0 < memory_pct.value <= 100

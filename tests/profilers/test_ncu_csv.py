@@ -69,8 +69,30 @@ def test_requested_metric_ncu_did_not_report_is_unknown():
     missing = summary.metric("lts__t_sector_hit_rate.pct")
     assert missing is not None and missing.value is None
     assert any(
-        "lts__t_sector_hit_rate.pct unreadable or not reported" in d for d in summary.diagnostics
+        "lts__t_sector_hit_rate.pct not reported for launch 0 (matmul_kernel)" in d
+        for d in summary.diagnostics
     )
+
+
+def test_real_h200_capture_reads_requested_counters_and_ignores_text_columns():
+    """ncu 2025.3.1 on an H200, --page raw --print-units base, one launch of the 2^24 fp32 add
+    in gpu_vector_add.py; the raw page also carries hundreds of device__/launch__ columns,
+    some of them text ("NVIDIA H200", "PolicySpread")."""
+    report = ncu.parse_csv((DATA / "ncu_raw_h200_vector_add.csv").read_text())
+    (launch,) = report.launches
+    assert launch.kernel == "add_kernel"
+    assert launch.unreadable["device__attribute_display_name"] == "NVIDIA H200"
+    summary = report.summary()
+    assert [m.name for m in summary.metrics] == list(ncu.DEFAULT_METRICS)
+    values = {m.name: m.value for m in summary.metrics}
+    assert values["gpu__time_duration.sum"] == pytest.approx(44.64)
+    assert values["dram__bytes_read.sum"] == 134225920
+    assert values["dram__bytes_write.sum"] == 46407168
+    assert values["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"] == 84.12
+    assert values["sm__throughput.avg.pct_of_peak_sustained_elapsed"] == 5.8
+    assert values["launch__registers_per_thread"] == pytest.approx(26)
+    assert summary.diagnostics == []
+    assert summary.kernel_names == ["add_kernel"]
 
 
 def test_details_page_is_read_launch_by_launch():

@@ -39,6 +39,17 @@ def test_scope_nodes_and_root_are_not_kernels():
     assert not {"ROOT", "benchmark", "verify"} & set(names)
 
 
+def test_real_h200_capture_gives_time_per_launch():
+    """Proton (triton 3.6, hook="triton") on an H200: 20 launches of gpu_vector_add.py."""
+    profile = proton.read_hatchet(DATA / "proton_h200_vector_add.hatchet")
+    (share,) = profile.kernels
+    assert (share.name, share.count, share.fraction) == ("add_kernel", 20, 1.0)
+    assert share.time_us == pytest.approx(953.086)
+    (device,) = profile.devices
+    assert (device.arch, device.num_sms, device.bus_width_bits) == ("90", 132, 6016)
+    assert device.memory_clock_rate_khz == 3201000
+
+
 def test_device_record_is_read():
     (device,) = proton.read_hatchet(HATCHET).devices
     assert (device.device_type, device.device_id, device.arch, device.num_sms) == (
