@@ -1,0 +1,115 @@
+"""`--provider replay --replay-run RUN`: re-propose a recorded run's candidates, in order, with
+their recorded metadata and no model, so history can be re-measured on another GPU or Triton.
+
+Invariants:
+- The recorded run is read through the store (Store.resolve_run, run_envelopes) and folded with
+  tlxstore.fold.fold: exactly the state the recorded run had.
+- Every candidate of the recorded run except the baseline is re-proposed once, in proposal
+  order, with its complete recorded source (whatever the new run's parent is) and
+  `replays = "<run_id>/<candidate_id>"`. A source proposed twice in the recorded run is
+  replayed once.
+- Replay measures on purpose: the loop must not treat a proposal with `replays` set as a
+  duplicate of what it replays.
+- On resume, candidates whose source this run has already measured are skipped.
+- After the last one: SearchExhausted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from optimizer.providers.base import (
+    Proposal,
+    ProviderContext,
+    ProviderError,
+    Recorder,
+    SearchExhausted,
+)
+from optimizer.providers.support import parse_options
+from tlxstore.fold import fold
+
+
+class ReplayOptions(BaseModel):
+    """Options of the replay provider. Unknown keys (other providers' options) are ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    replay_run: str = Field(min_length=1)  # a run id, a unique prefix, or an output folder
+    store: Path
+
+
+class ReplayProvider:
+    name = "replay"
+    model: str | None = None
+
+    def __init__(self, run_id: str, recorded: list[tuple[str, Proposal]]) -> None:
+        self.run_id = run_id
+        self.recorded = recorded  # (recorded source_hash, proposal), in proposal order
+        self._next = 0
+
+    @classmethod
+    def from_store(cls, store_path: Path, run_ref: str) -> ReplayProvider:
+        """Load the recorded candidates of run_ref (raises UnknownRunError for a bad reference)."""
+        from tlxstore.store import Store  # the store is only needed for this provider
+
+        store = Store(store_path)
+        run_id = store.resolve_run(run_ref)
+        state = fold(store.run_envelopes(run_id))
+        proposals: list[tuple[str, Proposal]] = []
+        seen: set[str] = set()
+        for cand in state.candidates.values():
+            p = cand.proposal
+            if p.parent_id is None or p.round == 0 or p.source_hash in seen:
+                continue  # the baseline is measured by the new run itself
+            stored = state.sources.get(p.source_hash)
+            if stored is None:
+                raise ProviderError(
+                    f"run {run_id} has no stored source for candidate {p.candidate_id}"
+                )
+            seen.add(p.source_hash)
+            proposals.append(
+                (
+                    p.source_hash,
+                    Proposal(
+                        source=stored.text,
+                        hypothesis=p.hypothesis,
+                        evidence=p.evidence,
+                        change=p.change,
+                        expected_effect=p.expected_effect,
+                        risk=p.risk,
+                        hypothesis_kind=p.hypothesis_kind,
+                        commit_title=p.commit_title,
+                        commit_summary=p.commit_summary,
+                        knobs=p.knobs,
+                        replays=f"{run_id}/{p.candidate_id}",
+                    ),
+                )
+            )
+        return cls(run_id, proposals)
+
+    def propose(self, ctx: ProviderContext, record: Recorder) -> Proposal | SearchExhausted:
+        """The next recorded candidate this run has not measured yet."""
+        measured_here = {m.source_hash for m in ctx.measured if m.run_id == ctx.run_id}
+        while self._next < len(self.recorded):
+            recorded_hash, proposal = self.recorded[self._next]
+            self._next += 1
+            if recorded_hash in measured_here:
+                continue  # resumed run: already replayed before the interruption
+            return proposal
+        return SearchExhausted(
+            reason=f"replayed all {len(self.recorded)} candidates of run {self.run_id}"
+        )
+
+
+def create(options: Any) -> ReplayProvider:
+    """The replay provider from ProviderOptions or a mapping (keys: replay_run, store)."""
+    opts = parse_options(
+        ReplayOptions,
+        options,
+        "replay",
+        {"replay_run": "--replay-run RUN", "store": "--store PATH"},
+    )
+    return ReplayProvider.from_store(opts.store, opts.replay_run)

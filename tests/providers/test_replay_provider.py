@@ -1,0 +1,107 @@
+"""The replay provider re-proposes a recorded run's candidates, read back through the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import make_context
+
+from optimizer.providers import ProviderOptions
+from optimizer.providers.base import MeasuredCandidate, Proposal, SearchExhausted
+from optimizer.providers.replay import ReplayProvider, create
+from tlxstore.errors import ConfigError, UnknownRunError
+from tlxstore.events import CandidateProposed, Outcome, new_run_id
+from tlxstore.runlog import RunLog
+from tlxstore.store import Store
+from tlxstore.testing import candidate_events, small_run
+
+
+def record_run(tmp_path: Path, store_path: Path, events) -> str:
+    run_id = new_run_id()
+    out = tmp_path / run_id
+    out.mkdir()
+    log = RunLog.create(out, run_id)
+    log.append(events)
+    Store(store_path).ingest_log(out)
+    return run_id
+
+
+def drain(provider: ReplayProvider, ctx=None) -> list[Proposal | SearchExhausted]:
+    ctx = ctx or make_context("cpu", "")
+    out: list[Proposal | SearchExhausted] = []
+    while not out or isinstance(out[-1], Proposal):
+        out.append(provider.propose(ctx, lambda e: None))
+    return out
+
+
+def test_replay_reproposes_every_candidate_in_order_with_its_metadata(tmp_path, store_path):
+    events = small_run(n_candidates=3, output_dir=str(tmp_path))
+    run_id = record_run(tmp_path, store_path, events)
+    recorded = [
+        e for e in events if isinstance(e, CandidateProposed) and e.candidate_id != "baseline"
+    ]
+    sources = {e.source_hash: e.text for e in events if e.type == "SourceStored"}
+
+    results = drain(create(ProviderOptions(replay_run=run_id, store=store_path)))
+
+    *proposals, done = results
+    assert (
+        isinstance(done, SearchExhausted)
+        and f"replayed all 3 candidates of run {run_id}" == done.reason
+    )
+    assert [p.replays for p in proposals] == [f"{run_id}/{c.candidate_id}" for c in recorded]
+    assert [p.source for p in proposals] == [sources[c.source_hash] for c in recorded]
+    assert [p.hypothesis for p in proposals] == [c.hypothesis for c in recorded]
+    assert [p.knobs for p in proposals] == [c.knobs for c in recorded]
+
+
+def test_a_source_proposed_twice_in_the_recorded_run_is_replayed_once(tmp_path, store_path):
+    events = small_run(n_candidates=2, output_dir=str(tmp_path))
+    finished = events.pop()
+    events += candidate_events("c003", "def kernel(): return 1  # ", outcome=Outcome.DUPLICATE)[1:]
+    events.append(finished)
+    run_id = record_run(tmp_path, store_path, events)
+    *proposals, _ = drain(create({"replay_run": run_id, "store": store_path}))
+    assert [p.replays for p in proposals] == [f"{run_id}/c001", f"{run_id}/c002"]
+
+
+def test_a_resumed_replay_skips_what_this_run_already_measured(tmp_path, store_path):
+    events = small_run(n_candidates=3, output_dir=str(tmp_path))
+    run_id = record_run(tmp_path, store_path, events)
+    first = next(e for e in events if isinstance(e, CandidateProposed) and e.candidate_id == "c001")
+    ctx = make_context(
+        "cpu",
+        "",
+        run_id="r-new",
+        measured=[
+            # measured by the new run before it was interrupted
+            MeasuredCandidate(
+                run_id="r-new",
+                candidate_id="c001",
+                source_hash=first.source_hash,
+                outcome="rejected",
+            ),
+            # measured by the recorded run itself: replay re-measures on purpose
+            MeasuredCandidate(
+                run_id=run_id, candidate_id="c002", source_hash="sha256:other", outcome="rejected"
+            ),
+        ],
+    )
+    *proposals, _ = drain(create({"replay_run": run_id, "store": store_path}), ctx)
+    assert [p.replays for p in proposals] == [f"{run_id}/c002", f"{run_id}/c003"]
+
+
+def test_replay_accepts_a_run_id_prefix_or_an_output_folder(tmp_path, store_path):
+    run_id = record_run(tmp_path, store_path, small_run(n_candidates=1, output_dir=str(tmp_path)))
+    assert create({"replay_run": run_id[:-2], "store": store_path}).run_id == run_id
+    other_store = tmp_path / "other.duckdb"
+    assert create({"replay_run": str(tmp_path / run_id), "store": other_store}).run_id == run_id
+
+
+def test_an_unknown_run_or_missing_flag_is_refused(store_path):
+    Store(store_path)
+    with pytest.raises(UnknownRunError, match="no run 'r-nope'"):
+        create({"replay_run": "r-nope", "store": store_path})
+    with pytest.raises(ConfigError, match="--provider replay needs --replay-run RUN"):
+        create(ProviderOptions(store=store_path))
