@@ -125,6 +125,7 @@ class CaseSpeedup(Frozen):
     candidate_cv: float
     baseline_p95_us: float | None = None
     candidate_p95_us: float | None = None
+    baseline_cv: float | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,6 +157,8 @@ class RunStarted(Event):
     prior_runs: list[str] = []
     resumed_from: str | None = None
     label: str | None = None
+    case_weights: dict[str, float] = {}  # cases.json weights, so a run can be re-decided from its events
+    protected_cases: list[str] | None = None  # None: unknown (every weighted case counts as protected)
 
 
 class BundleValidated(Event):
@@ -333,6 +336,9 @@ class CommitAttempted(Event):
     rev_after: str | None = None
     subject: str | None = None
     diagnostics: str = ""
+    kernel_path: str | None = None
+    committed_source_hash: str | None = None  # the file content that landed in the commit
+    reverified: bool | None = None  # None: the merged source was the winner itself, no re-verify
 
 
 class RunFinished(Event):

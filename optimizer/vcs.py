@@ -1,0 +1,237 @@
+"""Committing the winner to git or Mercurial without touching the user's other work.
+
+`probe(kernel_path, vcs)` is taken when the run starts; `commit_winner(request, snapshot)` at
+its end. Invariants:
+- The repository is found from the kernel's path; the deepest repository root wins; a git and a
+  Mercurial repository with the same root is an AmbiguousVcsError (pass --vcs).
+- Only the agent's change lands in the commit: the committed kernel merged with the change
+  run-start text -> winner (a real diff3). The user's uncommitted edits to the kernel stay
+  uncommitted and present in the file; other files, and in git every other index entry, are
+  untouched. An overlap with the user's edits is a conflict.
+- If the kernel file, its committed version or HEAD changed since the snapshot, nothing is
+  committed (conflict). Any VCS failure (a hook that rejects, no identity, a detached or locked
+  repository) leaves the user's files exactly as they were and is reported in one line.
+- commit_winner never raises for these: it returns a CommitAttempted event saying what happened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from types import ModuleType
+
+from pydantic import BaseModel, ConfigDict
+
+from optimizer import vcs_git, vcs_hg
+from optimizer.commit_message import render_commit_message
+from optimizer.vcs_common import AmbiguousVcsError, VcsConflictError, VcsError
+from optimizer.vcs_merge import merge3
+from tlxstore.errors import TlxdbError
+from tlxstore.events import CaseSpeedup, CommitAttempted
+from tlxstore.hashing import digest_bytes, digest_file, digest_text
+
+__all__ = [
+    "AmbiguousVcsError",
+    "CommitRequest",
+    "VcsConflictError",
+    "VcsError",
+    "VcsKind",
+    "VcsSnapshot",
+    "commit_winner",
+    "probe",
+]
+
+
+class VcsKind(StrEnum):
+    GIT = "git"
+    HG = "hg"
+
+
+_BACKENDS: dict[VcsKind, ModuleType] = {VcsKind.GIT: vcs_git, VcsKind.HG: vcs_hg}
+_NAMES = {VcsKind.GIT: "git", VcsKind.HG: "Mercurial"}
+
+
+class VcsSnapshot(BaseModel):
+    """The kernel's repository as it was when the run started."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kernel_path: Path  # absolute, symlinks resolved
+    working_sha256: str  # tagged digest of the kernel file's bytes
+    vcs: VcsKind | None = None  # None: not inside a repository of the requested kind
+    root: Path | None = None
+    rel_path: str | None = None  # the kernel relative to root, with '/'
+    head: str | None = None  # HEAD (git) or the working parent (hg); None when unborn
+    committed_source: str | None = None  # the kernel's text at head; None when not committed
+    detail: str = ""  # why vcs is None
+
+
+class CommitRequest(BaseModel):
+    """What to commit: the run-start text, the winner, and the evidence for the message."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    candidate_id: str
+    kernel_path: Path
+    base_source: str  # the kernel text the run started from (the working file at run start)
+    winner_source: str
+    subject: str  # see commit_message.commit_subject
+    summary: str = ""
+    cases: list[CaseSpeedup] = []
+    speedup: float | None = None  # weighted geometric mean over cases
+    ci_low: float | None = None
+    ci_high: float | None = None
+    reverify: Callable[[str], bool]  # harness verification of a source that differs from the winner
+
+
+def probe(kernel_path: str | Path, vcs: str = "auto") -> VcsSnapshot:
+    """The repository state at run start. Raises AmbiguousVcsError when git and Mercurial share
+    the deepest root under vcs='auto'; outside any repository the snapshot has vcs=None."""
+    kernel = Path(kernel_path).resolve()
+    if not kernel.is_file():
+        raise VcsError(f"kernel {kernel} is not a file")
+    working = kernel.read_bytes()
+    base = VcsSnapshot(kernel_path=kernel, working_sha256=digest_bytes(working))
+    kinds = [VcsKind.GIT, VcsKind.HG] if vcs == "auto" else [VcsKind(vcs)]
+    roots = {kind: _BACKENDS[kind].root_of(kernel.parent) for kind in kinds}
+    found = {kind: root for kind, root in roots.items() if root is not None}
+    if not found:
+        wanted = " or ".join(_NAMES[k] for k in kinds)
+        return base.model_copy(update={"detail": f"{kernel} is not inside a {wanted} repository"})
+    deepest = max(len(root.parts) for root in found.values())
+    at_deepest = [kind for kind, root in found.items() if len(root.parts) == deepest]
+    if len(at_deepest) > 1:
+        raise AmbiguousVcsError(
+            f"{kernel} is in a git and a Mercurial repository rooted at {found[at_deepest[0]]}; "
+            "pass --vcs git or --vcs hg"
+        )
+    kind = at_deepest[0]
+    root = found[kind]
+    backend = _BACKENDS[kind]
+    rel = kernel.relative_to(root).as_posix()
+    committed = backend.committed(root, rel)
+    return base.model_copy(
+        update={
+            "vcs": kind,
+            "root": root,
+            "rel_path": rel,
+            "head": backend.head(root),
+            "committed_source": None if committed is None else _decode(committed, rel),
+        }
+    )
+
+
+def commit_winner(request: CommitRequest, snapshot: VcsSnapshot) -> CommitAttempted:
+    """Commit the winner's change to the kernel (see the module docstring for what it touches)."""
+    message = render_commit_message(
+        request.subject,
+        summary=request.summary,
+        cases=request.cases,
+        speedup=request.speedup,
+        ci_low=request.ci_low,
+        ci_high=request.ci_high,
+    )
+    fields: dict[str, object] = {
+        "candidate_id": request.candidate_id,
+        "vcs": snapshot.vcs.value if snapshot.vcs else None,
+        "rev_before": snapshot.head,
+        "subject": message.splitlines()[0],
+        "kernel_path": str(snapshot.kernel_path),
+        "success": False,
+    }
+    try:
+        fields.update(_commit(request, snapshot, message), success=True)
+    except _Failed as exc:
+        fields.update(exc.outcome, conflict=exc.conflict, diagnostics=exc.message)
+    except VcsConflictError as exc:
+        fields.update(conflict=True, diagnostics=exc.message)
+    except TlxdbError as exc:
+        fields.update(diagnostics=exc.message)
+    return CommitAttempted.model_validate(fields)
+
+
+def _commit(request: CommitRequest, snap: VcsSnapshot, message: str) -> dict[str, object]:
+    if snap.vcs is None or snap.root is None or snap.rel_path is None:
+        raise VcsError(f"cannot commit the winner: {snap.detail}")
+    rel = snap.rel_path
+    name = _NAMES[snap.vcs]
+    if Path(request.kernel_path).resolve() != snap.kernel_path:
+        raise VcsError(
+            f"the request is for {request.kernel_path}, the snapshot for {snap.kernel_path}"
+        )
+    if snap.head is None or snap.committed_source is None:
+        raise VcsError(
+            f"{rel} has no committed version in {name}; commit it once, then commit the winner"
+        )
+    if digest_text(request.base_source) != snap.working_sha256:
+        raise VcsConflictError(
+            f"{rel} changed between the run's start and its snapshot; nothing was committed"
+        )
+    if digest_file(snap.kernel_path) != snap.working_sha256:
+        raise VcsConflictError(f"{rel} was edited during the run; the winner was not committed")
+    backend = _BACKENDS[snap.vcs]
+    head_now = backend.head(snap.root)
+    if head_now != snap.head:
+        raise VcsConflictError(
+            f"HEAD moved from {snap.head[:12]} to {(head_now or 'nothing')[:12]} during the run; "
+            "the winner was not committed"
+        )
+    committed = snap.committed_source.encode("utf-8")
+    if backend.committed(snap.root, rel) != committed:
+        raise VcsConflictError(
+            f"the committed version of {rel} changed during the run; nothing was committed"
+        )
+    base = request.base_source.encode("utf-8")
+    winner = request.winner_source.encode("utf-8")
+    if winner == base:
+        raise VcsError("the winner is identical to the kernel; there is nothing to commit")
+    merged = merge3(base, committed, winner)
+    if merged.text is None:
+        raise VcsConflictError(
+            f"the winner's change overlaps your uncommitted edits to {rel} "
+            f"({merged.conflicts} conflicting region(s)); nothing was committed"
+        )
+    if merged.text == committed:
+        raise VcsError(
+            f"the winner's change is already in the committed {rel}; there is nothing to commit"
+        )
+    outcome: dict[str, object] = {"committed_source_hash": digest_bytes(merged.text)}
+    if merged.text != winner:
+        ok = request.reverify(merged.text.decode("utf-8"))
+        outcome["reverified"] = ok
+        if not ok:
+            raise _Failed(
+                "the winner merged onto the committed kernel failed verification; nothing was committed",
+                outcome,
+            )
+    try:
+        revision, note = backend.commit(
+            root=snap.root,
+            rel=rel,
+            expected_head=snap.head,
+            committed_before=committed,
+            working_before=base,
+            new_committed=merged.text,
+            new_working=winner,
+            message=message,
+        )
+    except VcsError as exc:
+        raise _Failed(exc.message, outcome, conflict=isinstance(exc, VcsConflictError)) from exc
+    return {**outcome, "rev_after": revision, "diagnostics": note}
+
+
+class _Failed(VcsError):
+    """A failure that already knows part of the outcome (the re-verification, the merged hash)."""
+
+    def __init__(self, message: str, outcome: dict[str, object], conflict: bool = False) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.conflict = conflict
+
+
+def _decode(data: bytes, rel: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise VcsError(f"the committed {rel} is not UTF-8 text") from exc
