@@ -33,22 +33,40 @@ def _array(samples_us: Sequence[float]) -> np.ndarray:
     return a
 
 
+def _sorted(samples_us: Sequence[float]) -> list[float]:
+    s = sorted(float(x) for x in samples_us)
+    if not s:
+        raise ValueError("no samples")
+    return s
+
+
+def quantile(samples_us: Sequence[float], q: float) -> float:
+    """The q-quantile, linearly interpolated between order statistics (numpy's default)."""
+    s = _sorted(samples_us)
+    pos = q * (len(s) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
 def median(samples_us: Sequence[float]) -> float:
     """The median (mean of the two middle samples for an even count)."""
-    return float(np.median(_array(samples_us)))
+    return quantile(samples_us, 0.5)
 
 
 def p95(samples_us: Sequence[float]) -> float:
     """The 95th percentile, linearly interpolated between order statistics."""
-    return float(np.quantile(_array(samples_us), 0.95))
+    return quantile(samples_us, 0.95)
 
 
 def cv(samples_us: Sequence[float]) -> float:
     """Coefficient of variation: sample standard deviation (n-1) over the mean; 0 for one sample."""
-    a = _array(samples_us)
-    if a.size < 2:
+    s = _sorted(samples_us)
+    if len(s) < 2:
         return 0.0
-    return float(np.std(a, ddof=1) / np.mean(a))
+    mean = math.fsum(s) / len(s)
+    var = math.fsum((x - mean) ** 2 for x in s) / (len(s) - 1)
+    return math.sqrt(var) / mean
 
 
 def weighted_geomean(values: Sequence[float], weights: Sequence[float]) -> float:
@@ -73,6 +91,13 @@ def speedup(
     return weighted_geomean(ratios, [weights[c] for c in cases])
 
 
+def _row_medians(x: np.ndarray) -> np.ndarray:
+    """The median of each row (a full sort is faster than np.median for short rows)."""
+    s = np.sort(x, axis=1)
+    n = s.shape[1]
+    return s[:, n // 2] if n % 2 else (s[:, n // 2 - 1] + s[:, n // 2]) / 2.0
+
+
 def speedup_interval(
     baseline_us: Mapping[str, Sequence[float]],
     candidate_us: Mapping[str, Sequence[float]],
@@ -92,7 +117,7 @@ def speedup_interval(
         for sign, samples in ((1.0, baseline_us[case]), (-1.0, candidate_us[case])):
             a = _array(samples)
             idx = rng.integers(0, a.size, size=(resamples, a.size))
-            log_means += sign * (w / total_w) * np.log(np.median(a[idx], axis=1))
+            log_means += sign * (w / total_w) * np.log(_row_medians(a[idx]))
     tail = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(log_means, [tail, 1.0 - tail])
     return float(math.exp(lo)), float(math.exp(hi))
