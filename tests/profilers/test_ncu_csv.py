@@ -12,6 +12,7 @@ import pytest
 
 from profilers import ncu
 from profilers.metrics import MetricSource
+from profilers.normalize import normalize
 
 DATA = Path(__file__).parent / "data"
 
@@ -188,6 +189,9 @@ def test_run_profiles_the_command_and_reads_the_log(tmp_path):
     compact = result.compact()
     assert compact["metrics"]["dram__bytes_read.sum"] == {"value": 2 * 134217728, "unit": "bytes"}
     assert compact["kernels"][0]["name"] == "add_kernel"
+    again = normalize({"ncu": compact})
+    assert again.metric("gpu__time_duration.sum", MetricSource.NCU).value == pytest.approx(101.632)  # type: ignore[union-attr]
+    assert again.kernel_names == ["add_kernel"] and again.attribution[0].count == 2
 
 
 def test_run_kills_the_whole_group_at_the_timeout(tmp_path):
