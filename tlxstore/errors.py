@@ -66,6 +66,10 @@ class ReadOnlyQueryError(StoreError):
     """Queries are read-only; statements that write are refused."""
 
 
+class QueryError(StoreError):
+    """The query failed."""
+
+
 class UnknownRunError(TlxdbError):
     """No such run in the store."""
 

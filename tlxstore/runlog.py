@@ -48,9 +48,9 @@ class _Scan:
 
 
 def log_path(path: str | os.PathLike[str]) -> Path:
-    """The log file for `path`: the path itself, or `<path>/events.jsonl` for a folder."""
+    """The log file for `path`: a file or a `*.jsonl` path itself, else `<path>/events.jsonl` (an output folder)."""
     p = Path(path)
-    return p / LOG_NAME if p.is_dir() else p
+    return p if p.is_file() or p.suffix == ".jsonl" else p / LOG_NAME
 
 
 def _scan(data: bytes, name: str) -> _Scan:

@@ -12,6 +12,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# rows of the store lookups (queries/models.py), used in the context as they come
+from queries.models import Exclusion, MeasuredCandidate
 from tlxstore.errors import TlxdbError
 from tlxstore.events import DeviceInfo, Event, ProfileMetric
 
@@ -50,29 +52,6 @@ class CaseResult(_Model):
     cv: float
     bytes_moved: int | None = None
     flops: int | None = None
-
-
-class MeasuredCandidate(_Model):
-    """A candidate measured (or failed) under this run's measurement identity, in any run."""
-
-    run_id: str
-    candidate_id: str
-    source_hash: str
-    knobs: dict[str, Any] = {}
-    outcome: str | None  # promoted / rejected / failed / duplicate, None when undecided
-    speedup: float | None = None  # vs that run's baseline
-    reason: str = ""
-    hypothesis: str = ""
-
-
-class Exclusion(_Model):
-    """A hypothesis that failed or was rejected, grouped across runs."""
-
-    signature: str
-    outcome: str
-    reason: str
-    hypothesis: str = ""
-    occurrences: int = 1
 
 
 class ProviderContext(_Model):

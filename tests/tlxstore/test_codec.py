@@ -95,9 +95,10 @@ def test_model_construct_bypass_is_caught_at_the_door():
         codec.validate_event(ev)
 
 
-def test_body_digest_is_stable_and_sensitive():
-    rec = codec.encode(_env(BenchmarkSampled(candidate_id="c1", case_id="a", samples_us=[1.0])))
-    same = json.loads(json.dumps(rec))
-    other = dict(rec, payload={**rec["payload"], "samples_us": [1.5]})
-    assert codec.body_digest(rec) == codec.body_digest(same)
-    assert codec.body_digest(rec) != codec.body_digest(other)
+def test_body_digest_is_stable_across_a_round_trip_and_sensitive_to_the_body():
+    env = _env(BenchmarkSampled(candidate_id="c1", case_id="a", samples_us=[1.0]))
+    again = codec.decode(json.loads(codec.to_json(codec.encode(env))))
+    other = _env(BenchmarkSampled(candidate_id="c1", case_id="a", samples_us=[1.5]))
+    later = env.model_copy(update={"recorded_at": datetime(2026, 11, 30, 0, 0, 1, tzinfo=UTC)})
+    assert codec.body_digest(env) == codec.body_digest(again)
+    assert len({codec.body_digest(e) for e in (env, other, later)}) == 3

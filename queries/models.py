@@ -1,0 +1,50 @@
+"""Typed rows of the lookups the loop makes per candidate.
+
+The optimizer's ProviderContext holds these same classes (optimizer/providers/base.py imports
+them from here), so a lookup's result goes into a context without conversion.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class MeasuredCandidate(_Row):
+    """A candidate measured (or failed) under this run's measurement identity, in any run."""
+
+    run_id: str
+    candidate_id: str
+    source_hash: str
+    knobs: dict[str, Any] = {}
+    outcome: str | None  # promoted / rejected / failed / duplicate, None when undecided
+    speedup: float | None = None  # vs that run's baseline
+    reason: str = ""
+    hypothesis: str = ""
+
+
+class Exclusion(_Row):
+    """A hypothesis that failed or was rejected, grouped across runs."""
+
+    signature: str
+    outcome: str
+    reason: str
+    hypothesis: str = ""
+    occurrences: int = 1
+
+
+class MeasuredMatch(_Row):
+    """An earlier evaluation of the same source (raw or normalized) under the same identity."""
+
+    run_id: str
+    candidate_id: str
+    source_hash: str
+    match: Literal["raw", "normalized"]
+    outcome: str
+    speedup: float | None = None
+    reason: str = ""

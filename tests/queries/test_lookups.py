@@ -1,0 +1,100 @@
+"""The per-candidate lookups: dedup across runs, exclusions, prior bests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from optimizer.providers.base import Exclusion, MeasuredCandidate
+from queries import lookups
+from tlxstore.events import Envelope, FailureKind, InfrastructureFailed, Outcome
+from tlxstore.hashing import digest_text
+from tlxstore.store import Store
+from tlxstore.testing import MEASUREMENT_KEY, candidate_events, run_started, small_run
+
+
+def _ingest(store: Store, run_id: str, events) -> None:
+    """Runs recorded one after another: each starts an hour after the one before."""
+    start = datetime(2026, 11, 30, len(store.run_ids()), tzinfo=UTC)
+    store.ingest(
+        Envelope(
+            event_id=f"{run_id}-{i}",
+            run_id=run_id,
+            seq=i,
+            recorded_at=start + timedelta(seconds=i),
+            event=e,
+        )
+        for i, e in enumerate(events)
+    )
+
+
+def _hashes(source: str) -> tuple[str, str]:
+    return digest_text(source), digest_text(" ".join(source.split()))
+
+
+def test_find_measured_matches_raw_then_normalized_across_runs(store_path):
+    store = Store(store_path)
+    _ingest(store, "r1", small_run(2, tag="t"))
+    raw, norm = _hashes("def kernel(): return 1  # t")
+    hit = lookups.find_measured(store, MEASUREMENT_KEY, raw, norm)
+    assert hit is not None and (hit.run_id, hit.candidate_id, hit.match, hit.outcome) == (
+        "r1",
+        "c001",
+        "raw",
+        "rejected",
+    )
+    reformatted = lookups.find_measured(store, MEASUREMENT_KEY, digest_text("other bytes"), norm)
+    assert reformatted is not None and reformatted.match == "normalized"
+
+
+def test_find_measured_ignores_other_identities_and_unmeasured_sources(store_path):
+    store = Store(store_path)
+    _ingest(store, "r1", small_run(1, tag="t"))
+    raw, norm = _hashes("def kernel(): return 1  # t")
+    assert lookups.find_measured(store, "sha256:another-gpu", raw, norm) is None
+    # proposed, then an infrastructure failure: retryable, so the source is not burnt
+    events = [run_started(), *candidate_events("c001", "def k(): pass")[:2]]
+    events.append(
+        InfrastructureFailed(
+            candidate_id="c001", stage="benchmark", kind=FailureKind.TIMEOUT, retryable=True
+        )
+    )
+    _ingest(store, "r2", events)
+    assert lookups.find_measured(store, MEASUREMENT_KEY, *_hashes("def k(): pass")) is None
+
+
+def test_measured_candidates_are_the_optimizer_models(store_path):
+    store = Store(store_path)
+    _ingest(store, "r1", small_run(2))
+    _ingest(store, "r2", small_run(1, tag="b"))
+    got = lookups.measured_candidates(store, MEASUREMENT_KEY)
+    assert all(isinstance(m, MeasuredCandidate) for m in got)
+    assert [(m.run_id, m.candidate_id) for m in got] == [
+        ("r1", "c001"),
+        ("r1", "c002"),
+        ("r2", "c001"),
+    ]
+    assert got[0].knobs == {"BLOCK": 64, "num_warps": 4} and got[0].outcome == "rejected"
+
+
+def test_exclusions_group_across_runs(store_path):
+    store = Store(store_path)
+    _ingest(store, "r1", small_run(2))
+    _ingest(store, "r2", small_run(3, tag="again"))
+    got = lookups.exclusions(store, "sha256:bundle", "cpu-interpreter")
+    assert all(isinstance(e, Exclusion) for e in got)
+    assert [(e.signature, e.occurrences) for e in got] == [
+        ("BLOCK=64,num_warps=4", 2),
+        ("BLOCK=128,num_warps=4", 1),
+    ]
+    assert lookups.exclusions(store, "sha256:bundle", "NVIDIA H200") == []
+
+
+def test_prior_best_excludes_this_run_and_orders_by_speedup(store_path):
+    store = Store(store_path)
+    _ingest(store, "r1", small_run(1))  # c001 promoted at 100/99
+    _ingest(store, "r2", small_run(3, tag="b"))  # c003 promoted at 100/97
+    _ingest(store, "r3", small_run(2, tag="c"))
+    got = lookups.prior_best(store, MEASUREMENT_KEY, exclude_run="r3")
+    assert [(m.run_id, m.candidate_id) for m in got] == [("r2", "c003"), ("r1", "c001")]
+    assert all(m.outcome == Outcome.PROMOTED.value for m in got)
+    assert lookups.prior_best(store, MEASUREMENT_KEY, exclude_run="r3", limit=1)[0].run_id == "r2"

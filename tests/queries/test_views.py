@@ -1,0 +1,162 @@
+"""Every view answers on an empty store and computes what it promises on a real run."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+import queries
+from tlxstore.events import Envelope, Outcome, ProfileCollected, ProfileMetric
+from tlxstore.store import Store
+from tlxstore.testing import candidate_events, small_run
+
+EXPECTED_VIEWS = {
+    "runs",
+    "candidates",
+    "samples",
+    "case_results",
+    "profiles",
+    "decisions",
+    "exclusions",
+    "seen_sources",
+    "model_exchanges",
+    "commits",
+}
+
+
+def _ingest(store: Store, run_id: str, events) -> None:
+    store.ingest(
+        Envelope(
+            event_id=f"{run_id}-{i}",
+            run_id=run_id,
+            seq=i,
+            recorded_at=datetime(2026, 11, 30, 12, 0, i % 60, tzinfo=UTC),
+            event=e,
+        )
+        for i, e in enumerate(events)
+    )
+
+
+def test_the_documented_views_exist():
+    assert set(queries.names()) >= EXPECTED_VIEWS
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_VIEWS))
+def test_each_view_answers_on_an_empty_store(store_path, name):
+    assert queries.view(Store(store_path), name).num_rows == 0
+
+
+def test_unknown_view_names_are_listed():
+    with pytest.raises(KeyError, match="no view 'nope'; views: candidates"):
+        queries.view_sql("nope")
+
+
+def test_runs_view_shows_start_and_finish(store_path):
+    store = Store(store_path)
+    _ingest(store, "r1", small_run(2))
+    _ingest(store, "r2", small_run(1)[:-1])  # still running
+    rows = {r["run_id"]: r for r in queries.view(store, "runs").to_pylist()}
+    assert rows["r1"]["stopping_reason"] == "max_rounds" and rows["r1"]["winner_id"] == "c002"
+    assert rows["r1"]["candidates"] == 3 and rows["r1"]["events"] == len(small_run(2))
+    assert rows["r2"]["finished_at"] is None and rows["r2"]["device_kind"] == "cpu-interpreter"
+
+
+def test_samples_view_has_one_row_per_sample_and_case_results_match_the_stats_module(store_path):
+    from optimizer import stats
+
+    store = Store(store_path)
+    _ingest(store, "r1", small_run(1))
+    samples = queries.query(
+        store,
+        "SELECT sample_us FROM samples WHERE candidate_id='c001' AND case_id='small' ORDER BY sample_index",
+    )
+    values = samples.column("sample_us").to_pylist()
+    assert len(values) == 5
+    row = queries.query(
+        store, "SELECT * FROM case_results WHERE candidate_id='c001' AND case_id='small'"
+    ).to_pylist()[0]
+    assert row["samples"] == 5
+    assert row["median_us"] == pytest.approx(stats.median(values))
+    assert row["p95_us"] == pytest.approx(stats.p95(values))
+    assert row["cv"] == pytest.approx(stats.cv(values))
+
+
+def test_profiles_view_is_long_and_keeps_unknown_as_null(store_path):
+    store = Store(store_path)
+    _ingest(
+        store,
+        "r1",
+        [
+            ProfileCollected(
+                candidate_id="c1",
+                case_id="a",
+                metrics=[
+                    ProfileMetric(name="duration_ns", value=1500.0, unit="ns", source="proton"),
+                    ProfileMetric(name="dram_bytes_read", value=None, unit="bytes", source="ncu"),
+                ],
+            )
+        ],
+    )
+    rows = queries.query(
+        store, "SELECT metric, value, unit, source FROM profiles ORDER BY metric"
+    ).to_pylist()
+    assert rows == [
+        {"metric": "dram_bytes_read", "value": None, "unit": "bytes", "source": "ncu"},
+        {"metric": "duration_ns", "value": 1500.0, "unit": "ns", "source": "proton"},
+    ]
+
+
+def test_candidates_and_decisions_views_join_hypotheses(store_path):
+    store = Store(store_path)
+    _ingest(store, "r1", small_run(2))
+    cands = {r["candidate_id"]: r for r in queries.view(store, "candidates").to_pylist()}
+    assert cands["c001"]["outcome"] == "rejected" and cands["c002"]["outcome"] == "promoted"
+    dec = queries.query(
+        store, "SELECT hypothesis FROM decisions WHERE candidate_id = 'c002'"
+    ).to_pylist()
+    assert dec == [{"hypothesis": "hypothesis of c002"}]
+    excl = queries.view(store, "exclusions").to_pylist()
+    assert [e["signature"] for e in excl] == ["BLOCK=64,num_warps=4"]
+
+
+def test_seen_sources_spans_runs_and_marks_measured(store_path):
+    store = Store(store_path)
+    _ingest(store, "r1", small_run(1, tag="x"))
+    _ingest(
+        store, "r2", small_run(1, tag="x")[:-1] + candidate_events("c009", "def never(): pass")[:2]
+    )
+    rows = {r["first_candidate_id"]: r for r in queries.view(store, "seen_sources").to_pylist()}
+    assert (
+        rows["c001"]["runs"] == 2
+        and rows["c001"]["first_run_id"] == "r1"
+        and rows["c001"]["measured"]
+    )
+    assert rows["c009"]["measured"] is False
+
+
+def test_a_query_sees_only_the_views_it_names():
+    needed = queries.views_for("SELECT * FROM case_results JOIN runs USING (run_id)")
+    assert {"case_results", "runs"} <= set(needed) and "commits" not in needed
+    assert queries.views_for("SELECT 1") == {}
+
+
+def test_case_results_cv_is_zero_for_one_sample(store_path):
+    from tlxstore.events import BenchmarkSampled
+
+    store = Store(store_path)
+    _ingest(store, "r1", [BenchmarkSampled(candidate_id="c1", case_id="a", samples_us=[4.0])])
+    assert queries.query(store, "SELECT cv FROM case_results").column("cv").to_pylist() == [0.0]
+    assert np.isfinite(
+        queries.query(store, "SELECT median_us FROM case_results").column("median_us")[0].as_py()
+    )
+
+
+def test_outcomes_in_views_are_the_enum_values(store_path):
+    store = Store(store_path)
+    _ingest(store, "r1", small_run(2))
+    got = set(
+        queries.query(store, "SELECT DISTINCT outcome FROM decisions").column("outcome").to_pylist()
+    )
+    assert got <= {o.value for o in Outcome}

@@ -1,0 +1,174 @@
+"""The behaviour every store backend must have. A backend's test subclasses StoreConformance and
+defines `make_store(tmp_path)`; that is all."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tlxstore.errors import (
+    EventConflictError,
+    QueryError,
+    ReadOnlyQueryError,
+    SequenceConflictError,
+    UnknownRunError,
+)
+from tlxstore.events import BenchmarkSampled, BuildFinished, Envelope
+from tlxstore.fold import fold
+from tlxstore.runlog import RunLog
+from tlxstore.testing import small_run
+
+
+def envelopes(run_id: str, events, start: int = 0) -> list[Envelope]:
+    return [
+        Envelope(
+            event_id=f"{run_id}-{start + i}",
+            run_id=run_id,
+            seq=start + i,
+            recorded_at=datetime(2026, 11, 30, 12, 0, start + i, tzinfo=UTC),
+            event=e,
+        )
+        for i, e in enumerate(events)
+    ]
+
+
+class StoreConformance:
+    def make_store(self, tmp_path: Path):
+        raise NotImplementedError
+
+    @pytest.fixture
+    def store(self, tmp_path):
+        return self.make_store(tmp_path)
+
+    def count(self, store) -> int:
+        return store.query("SELECT count(*) AS n FROM events").column("n")[0].as_py()
+
+    def test_ingested_run_reads_back_equal_in_seq_order(self, store):
+        envs = envelopes("r1", small_run(3))
+        assert store.ingest(envs) == len(envs)
+        assert store.run_envelopes("r1") == envs
+        assert fold(store.run_envelopes("r1")).finished is not None
+
+    def test_ingesting_twice_changes_nothing(self, store):
+        envs = envelopes("r1", small_run(2))
+        store.ingest(envs)
+        before = store.query("SELECT * FROM proj_samples ORDER BY event_seq, sample_index")
+        assert store.ingest(envs) == 0
+        assert store.ingest(list(reversed(envs))) == 0
+        assert self.count(store) == len(envs)
+        assert store.query("SELECT * FROM proj_samples ORDER BY event_seq, sample_index") == before
+
+    def test_a_growing_log_adds_only_its_new_events(self, store, tmp_path):
+        log = RunLog.create(tmp_path / "out", "r1")
+        run = small_run(2)
+        log.append(run[:10])
+        assert store.ingest_log(tmp_path / "out") == 10
+        log.append(run[10:])
+        assert store.ingest_log(tmp_path / "out") == len(run) - 10
+        assert [e.seq for e in store.run_envelopes("r1")] == list(range(len(run)))
+
+    def test_same_id_with_another_body_is_a_conflict_and_changes_nothing(self, store):
+        envs = envelopes("r1", small_run(1))
+        store.ingest(envs)
+        forged = envs[5].model_copy(
+            update={"event": BuildFinished(candidate_id="x", success=False, duration_ms=1)}
+        )
+        with pytest.raises(EventConflictError, match=f"event {envs[5].event_id} .* different body"):
+            store.ingest([forged])
+        assert store.run_envelopes("r1") == envs
+
+    def test_an_event_id_reused_in_another_run_is_a_conflict(self, store):
+        store.ingest(envelopes("r1", small_run(1)))
+        stolen = envelopes("r2", [BuildFinished(candidate_id="x", success=True, duration_ms=1)])[0]
+        stolen = stolen.model_copy(update={"event_id": "r1-0"})
+        with pytest.raises(EventConflictError, match="r1-0 is already stored as run r1 seq 0"):
+            store.ingest([stolen])
+        assert "r2" not in store.run_ids()
+
+    def test_another_event_at_a_taken_seq_is_a_sequence_conflict(self, store):
+        store.ingest(envelopes("r1", small_run(1)))
+        other = envelopes("r1", [BuildFinished(candidate_id="x", success=True, duration_ms=1)])[0]
+        other = other.model_copy(update={"event_id": "intruder"})
+        with pytest.raises(SequenceConflictError, match="run r1 seq 0 is already event r1-0"):
+            store.ingest([other])
+
+    def test_a_gap_in_the_sequence_is_refused_and_the_batch_leaves_nothing(self, store):
+        envs = envelopes("r1", small_run(1))
+        store.ingest(envs[:3])
+        with pytest.raises(
+            SequenceConflictError, match="seq 5 leaves a gap; the store expects seq 3"
+        ):
+            store.ingest(envs[5:])
+        assert self.count(store) == 3
+        assert store.ingest(envs[3:]) == len(envs) - 3
+
+    def test_a_conflict_anywhere_in_a_batch_leaves_none_of_it(self, store):
+        r1 = envelopes("r1", small_run(1))
+        store.ingest(r1[:2])
+        forged = r1[1].model_copy(
+            update={"event": BuildFinished(candidate_id="x", success=False, duration_ms=1)}
+        )
+        r2 = envelopes("r2", small_run(1))
+        with pytest.raises(EventConflictError):
+            store.ingest(r2 + [forged])
+        assert store.run_ids() == ["r1"] and self.count(store) == 2
+        assert store.query("SELECT count(*) AS n FROM proj_samples").column("n")[0].as_py() == 0
+
+    def test_one_batch_may_hold_several_runs(self, store):
+        both = envelopes("r1", small_run(1)) + envelopes("r2", small_run(2))
+        assert store.ingest(both) == len(both)
+        assert store.run_ids() == ["r1", "r2"]
+
+    def test_every_benchmark_sample_is_one_row(self, store):
+        store.ingest(
+            envelopes(
+                "r1", [BenchmarkSampled(candidate_id="c1", case_id="a", samples_us=[3.0, 1.0, 2.0])]
+            )
+        )
+        rows = store.query(
+            "SELECT sample_index, sample_us FROM proj_samples ORDER BY sample_index"
+        ).to_pylist()
+        assert rows == [
+            {"sample_index": 0, "sample_us": 3.0},
+            {"sample_index": 1, "sample_us": 1.0},
+            {"sample_index": 2, "sample_us": 2.0},
+        ]
+
+    def test_a_source_is_stored_once_across_runs(self, store):
+        store.ingest(envelopes("r1", small_run(2, tag="same")))
+        store.ingest(envelopes("r2", small_run(2, tag="same")))
+        assert store.query("SELECT count(*) AS n FROM proj_sources").column("n")[0].as_py() == 3
+
+    def test_queries_are_read_only(self, store):
+        store.ingest(envelopes("r1", small_run(1)))
+        for sql in (
+            "DELETE FROM events",
+            "INSERT INTO run_heads VALUES ('x', 1)",
+            "DROP TABLE events",
+            "COPY events TO 'x.csv'",
+        ):
+            with pytest.raises(ReadOnlyQueryError, match="queries are read-only"):
+                store.query(sql)
+        with pytest.raises(QueryError, match="exactly one SQL statement"):
+            store.query("SELECT 1; DELETE FROM events")
+        with pytest.raises(QueryError, match="the query failed"):
+            store.query("SELECT * FROM no_such_table")
+        assert self.count(store) == len(small_run(1))
+
+    def test_runs_resolve_by_id_prefix_and_output_folder(self, store, tmp_path):
+        store.ingest(
+            envelopes("r20261130-a", small_run(1)) + envelopes("r20261130-b", small_run(1))
+        )
+        assert store.resolve_run("r20261130-a") == "r20261130-a"
+        assert store.resolve_run("r20261130-b"[:-1] + "b") == "r20261130-b"
+        with pytest.raises(UnknownRunError, match="ambiguous"):
+            store.resolve_run("r2026")
+        with pytest.raises(
+            UnknownRunError, match="no run 'zz' in store .*; list runs with `tlxdb runs`"
+        ):
+            store.resolve_run("zz")
+        RunLog.create(tmp_path / "out", "r-folder").append(small_run(1))
+        assert store.resolve_run(str(tmp_path / "out")) == "r-folder"
+        assert len(store.run_envelopes("r-folder")) == len(small_run(1))

@@ -1,0 +1,100 @@
+-- The store's tables (store schema version 1). Created once, in one transaction, by the first writer.
+-- `events` is the truth (one row per event, record form, payload as JSON text); every other table
+-- is a projection written in the same transaction as the events it derives from.
+-- No PRIMARY KEY / UNIQUE: DuckDB's ART indexes make every checkpoint rewrite them (seconds on
+-- millions of rows); uniqueness is enforced by Store.ingest under the exclusive store lock.
+
+CREATE TABLE tlxdb_meta (key VARCHAR NOT NULL, value VARCHAR NOT NULL);
+
+CREATE TABLE events (
+    event_id VARCHAR NOT NULL,
+    run_id VARCHAR NOT NULL,
+    seq BIGINT NOT NULL,
+    recorded_at TIMESTAMPTZ NOT NULL,
+    type VARCHAR NOT NULL,
+    schema_version INTEGER NOT NULL,
+    payload JSON NOT NULL,
+    body_digest VARCHAR NOT NULL
+);
+
+-- next expected seq per run: the gapless-sequence check and the event count
+CREATE TABLE run_heads (run_id VARCHAR NOT NULL, next_seq BIGINT NOT NULL);
+
+CREATE TABLE proj_runs (
+    run_id VARCHAR NOT NULL,
+    started_at TIMESTAMPTZ NOT NULL,
+    host VARCHAR,
+    device_kind VARCHAR,
+    backend VARCHAR,
+    provider VARCHAR,
+    model VARCHAR,
+    kernel_path VARCHAR,
+    kernel_sha256 VARCHAR,
+    bundle_digest VARCHAR,
+    measurement_key VARCHAR,
+    output_dir VARCHAR,
+    label VARCHAR,
+    triton_version VARCHAR,
+    torch_version VARCHAR
+);
+
+CREATE TABLE proj_candidates (
+    run_id VARCHAR NOT NULL,
+    candidate_id VARCHAR NOT NULL,
+    seq BIGINT NOT NULL,
+    proposed_at TIMESTAMPTZ NOT NULL,
+    round INTEGER NOT NULL,
+    parent_id VARCHAR,
+    provider VARCHAR,
+    hypothesis VARCHAR,
+    hypothesis_kind VARCHAR,
+    source_hash VARCHAR NOT NULL,
+    normalized_hash VARCHAR NOT NULL,
+    measurement_key VARCHAR,
+    knobs JSON
+);
+
+CREATE TABLE proj_decisions (
+    run_id VARCHAR NOT NULL,
+    candidate_id VARCHAR NOT NULL,
+    seq BIGINT NOT NULL,
+    decided_at TIMESTAMPTZ NOT NULL,
+    outcome VARCHAR NOT NULL,
+    reason VARCHAR,
+    speedup DOUBLE,
+    ci_low DOUBLE,
+    ci_high DOUBLE,
+    compared_to VARCHAR
+);
+
+-- one row per benchmark sample
+CREATE TABLE proj_samples (
+    run_id VARCHAR NOT NULL,
+    candidate_id VARCHAR NOT NULL,
+    case_id VARCHAR NOT NULL,
+    phase VARCHAR NOT NULL,
+    block INTEGER NOT NULL,
+    sample_index INTEGER NOT NULL,
+    sample_us DOUBLE NOT NULL,
+    event_seq BIGINT NOT NULL
+);
+
+-- content-addressed: one row per raw source hash
+CREATE TABLE proj_sources (
+    source_hash VARCHAR NOT NULL,
+    normalized_hash VARCHAR NOT NULL,
+    text VARCHAR NOT NULL,
+    size_bytes BIGINT NOT NULL
+);
+
+CREATE TABLE proj_exclusions (
+    run_id VARCHAR NOT NULL,
+    candidate_id VARCHAR NOT NULL,
+    seq BIGINT NOT NULL,
+    signature VARCHAR NOT NULL,
+    outcome VARCHAR NOT NULL,
+    reason VARCHAR,
+    hypothesis VARCHAR,
+    bundle_digest VARCHAR,
+    device_kind VARCHAR
+);
