@@ -257,6 +257,8 @@ class Evaluator:
     `python`: the child's interpreter (default TLXDB_CHILD_PYTHON, else this one).
     `peak_*`: hardware ceilings for the throughput tripwire (None: not judged).
     `seed_source`: where verification seeds come from (default: fresh random 62-bit seeds).
+    `trusted_source`: the user's own kernel; static findings it shares are not flagged (an
+    in-place kernel may keep writing into its input).
     `static_checks` / `snapshot_checks` exist to show what the guards catch (tests of the
     adversarial corpus turn them off to prove the other guards independently); tlxdb always runs
     with both on.
@@ -269,6 +271,7 @@ class Evaluator:
         python: str | None = None,
         static_checks: bool = True,
         snapshot_checks: bool = True,
+        trusted_source: str | None = None,
         peak_bandwidth_bytes_per_s: float | None = None,
         peak_flops_per_s: float | None = None,
         seed_source: Callable[[], int] | None = None,
@@ -277,6 +280,7 @@ class Evaluator:
         self.python = python or settings().child_python or sys.executable
         self.static_checks = static_checks
         self.snapshot_checks = snapshot_checks
+        self.trusted_source = trusted_source
         self.peak_bandwidth_bytes_per_s = peak_bandwidth_bytes_per_s
         self.peak_flops_per_s = peak_flops_per_s
         self._seed = seed_source or (lambda: secrets.randbits(62))
@@ -326,7 +330,7 @@ class Evaluator:
         cid = req.candidate_id
         state = {"built": False, "verified": False, "benchmarked": False}
         if self.static_checks:
-            findings = static_guard.check_source(req.source)
+            findings = static_guard.check_source(req.source, self.trusted_source)
             for f in findings:
                 emit(
                     IntegrityFlagged(

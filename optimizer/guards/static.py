@@ -502,13 +502,252 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def check_source(source: str) -> list[Finding]:
-    """Findings for a candidate source, in source order. A source that does not parse has none
-    (its build fails on its own)."""
+# ---- whole-module rules -----------------------------------------------------------------------
+
+_ALLOC_CALLS = {
+    "empty",
+    "empty_like",
+    "zeros",
+    "zeros_like",
+    "ones",
+    "ones_like",
+    "full",
+    "full_like",
+    "empty_strided",
+    "new_empty",
+    "new_zeros",
+    "new_ones",
+    "new_full",
+    "clone",
+}
+_VIEW_METHODS = {
+    "view",
+    "reshape",
+    "flatten",
+    "view_as",
+    "as_strided",
+    "transpose",
+    "permute",
+    "squeeze",
+    "unsqueeze",
+    "expand",
+    "narrow",
+    "select",
+    "contiguous",
+    "detach",
+    "t",
+    "unflatten",
+}
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _jit_kernels(tree: ast.Module) -> dict[str, tuple[list[str], set[str]]]:
+    """Triton kernels of the module: name -> (parameters, parameters it writes through)."""
+    out = {}
+    for fn in tree.body:
+        if not isinstance(fn, ast.FunctionDef) or not _is_jit(fn):
+            continue
+        params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]]
+        derived: dict[str, set[str]] = {p: {p} for p in params}
+        written: set[str] = set()
+
+        def roots(expr: ast.AST, derived: dict[str, set[str]] = derived) -> set[str]:
+            found: set[str] = set()
+            for n in _names(expr):
+                found |= derived.get(n, set())
+            return found
+
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign):
+                r = roots(node.value)
+                for t in node.targets:
+                    for n in _names(t):
+                        derived[n] = derived.get(n, set()) | r
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                attr = node.func.attr
+                if attr == "store" or attr.startswith("atomic_"):
+                    base = _dotted(node.func.value) or ""
+                    if base in ("tl", "triton.language") or base.endswith(".language"):
+                        ptr = (
+                            node.args[0]
+                            if node.args
+                            else next(
+                                (k.value for k in node.keywords if k.arg in ("pointer", "ptr")),
+                                None,
+                            )
+                        )
+                        if ptr is not None:
+                            written |= roots(ptr)
+                    else:  # a descriptor or block pointer object: desc.store(offsets, value)
+                        written |= roots(node.func.value)
+        out[fn.name] = (params, written & set(params))
+    return out
+
+
+def _module_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                names |= _names(t)
+    return names
+
+
+def _is_alloc(value: ast.AST) -> bool:
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute | ast.Name)
+        and (value.func.attr if isinstance(value.func, ast.Attribute) else value.func.id)
+        in _ALLOC_CALLS
+    )
+
+
+def _function_rules(
+    tree: ast.Module, kernels: dict[str, tuple[list[str], set[str]]]
+) -> list[Finding]:
+    findings: list[Finding] = []
+    module_names = _module_names(tree)
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) or _is_jit(fn):
+            continue
+        a = fn.args
+        params = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]} - {"self", "cls"}
+        inputs = {
+            n for n in params if n not in _OUTPUT_PARAM_NAMES and not n.startswith(("out", "dst"))
+        }
+        alias: dict[str, str] = {p: p for p in inputs}  # local name -> the input it views
+        allocs: set[str] = set()
+        globals_declared = {
+            n for node in ast.walk(fn) if isinstance(node, ast.Global) for n in node.names
+        }
+        local_names = {
+            n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        } - globals_declared
+        containers = (module_names | globals_declared) - local_names - params
+        cached_in: set[str] = set()  # module-level containers that received an allocated tensor
+        cached_names: set[str] = set()
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign):
+                v = node.value
+                src = None
+                if isinstance(v, ast.Name):
+                    src = alias.get(v.id)
+                elif isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name):
+                    src = alias.get(v.value.id)
+                elif (
+                    isinstance(v, ast.Call)
+                    and isinstance(v.func, ast.Attribute)
+                    and v.func.attr in _VIEW_METHODS
+                ):
+                    base = v.func.value
+                    while (
+                        isinstance(base, ast.Call)
+                        and isinstance(base.func, ast.Attribute)
+                        and base.func.attr in _VIEW_METHODS
+                    ):
+                        base = base.func.value
+                    if isinstance(base, ast.Name):
+                        src = alias.get(base.id)
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        if src is not None:
+                            alias[t.id] = src
+                        if _is_alloc(v):
+                            allocs.add(t.id)
+                        if t.id in globals_declared and isinstance(v, ast.Name) and v.id in allocs:
+                            cached_in.add(t.id)
+                            cached_names.add(v.id)
+                    if (
+                        isinstance(t, ast.Subscript)
+                        and isinstance(t.value, ast.Name)
+                        and t.value.id in containers
+                        and ((isinstance(v, ast.Name) and v.id in allocs) or _is_alloc(v))
+                    ):
+                        cached_in.add(t.value.id)
+                        if isinstance(v, ast.Name):
+                            cached_names.add(v.id)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                base = node.func.value
+                if (
+                    isinstance(base, ast.Name)
+                    and base.id in containers
+                    and node.func.attr in ("append", "setdefault", "update", "insert")
+                    and any(
+                        (isinstance(x, ast.Name) and x.id in allocs) or _is_alloc(x)
+                        for x in node.args
+                    )
+                ):
+                    cached_in.add(base.id)
+                    cached_names |= {x.id for x in node.args if isinstance(x, ast.Name)}
+            # A launch kernel[grid](...) that binds an input (or a view of one) to a written pointer.
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
+                kname = _dotted(node.func.value)
+                if kname in kernels:
+                    kparams, written = kernels[kname]
+                    bound = list(zip(kparams, node.args, strict=False)) + [
+                        (k.arg, k.value) for k in node.keywords if k.arg
+                    ]
+                    for kp, arg in bound:
+                        if kp in written and isinstance(arg, ast.Name) and arg.id in alias:
+                            findings.append(
+                                Finding(
+                                    "static:input-mutation",
+                                    f"passes its argument {alias[arg.id]!r} as {kp}, which kernel "
+                                    f"{kname} writes: an in-place write into an input",
+                                    node.lineno,
+                                )
+                            )
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Return) or node.value is None:
+                continue
+            v = node.value
+            returns_cached = (isinstance(v, ast.Name) and v.id in cached_names | cached_in) or (
+                (
+                    isinstance(v, ast.Subscript)
+                    and isinstance(v.value, ast.Name)
+                    and v.value.id in cached_in
+                )
+                or (
+                    isinstance(v, ast.Call)
+                    and isinstance(v.func, ast.Attribute)
+                    and v.func.attr == "get"
+                    and isinstance(v.func.value, ast.Name)
+                    and v.func.value.id in cached_in
+                )
+            )
+            if returns_cached:
+                where = ", ".join(sorted(cached_in))
+                findings.append(
+                    Finding(
+                        "static:output-cache",
+                        f"{fn.name}() keeps its output tensor in module-level {where} and returns "
+                        "it across calls: stale results for new inputs",
+                        node.lineno,
+                    )
+                )
+    return findings
+
+
+def check_source(source: str, trusted_source: str | None = None) -> list[Finding]:
+    """Findings for a candidate source, in source order, one per reason. A source that does not
+    parse has none (its build fails on its own). Findings that `trusted_source` (the user's own
+    kernel) also has are not reported: the user's kernel defines what is legitimate for it."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
     checker = _Checker()
     checker.visit(tree)
-    return sorted(checker.findings, key=lambda f: f.line)
+    found = checker.findings + _function_rules(tree, _jit_kernels(tree))
+    unique: dict[tuple[str, str], Finding] = {}
+    for f in found:
+        unique.setdefault((f.guard, f.detail), f)
+    result = sorted(unique.values(), key=lambda f: f.line)
+    if trusted_source is not None:
+        allowed = {(f.guard, f.detail) for f in check_source(trusted_source)}
+        result = [f for f in result if (f.guard, f.detail) not in allowed]
+    return result
