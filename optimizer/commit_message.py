@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from tlxstore.events import CaseSpeedup
+from tlxstore.events import CandidateProposed, CaseSpeedup
 
 TRAILER = "TLX agent authored"
 _MISSING = "n/a"
@@ -36,6 +36,18 @@ def commit_subject(
     if speedup is not None:
         return f"Speed up {name} by {speedup:.3f}x (tlxdb)"
     return f"Optimize {name} (tlxdb)"
+
+
+def change_summary(proposal: CandidateProposed) -> str:
+    """The change summary when the candidate gave none: its hypothesis, change, expected effect
+    and risk, one labelled line each."""
+    fields = [
+        ("Hypothesis", proposal.hypothesis),
+        ("Change", proposal.change),
+        ("Expected effect", proposal.expected_effect),
+        ("Risk", proposal.risk),
+    ]
+    return "\n".join(f"{label}: {' '.join(text.split())}" for label, text in fields if text.strip())
 
 
 def render_commit_message(

@@ -23,12 +23,16 @@ from types import ModuleType
 
 from pydantic import BaseModel, ConfigDict
 
-from optimizer import vcs_git, vcs_hg
-from optimizer.commit_message import render_commit_message
+from optimizer import stats, vcs_git, vcs_hg
+from optimizer.commit_message import change_summary, commit_subject, render_commit_message
+from optimizer.evaluate import Evaluator
+from optimizer.evaluation import EvalRequest
+from optimizer.policy import BASELINE_ID
 from optimizer.vcs_common import AmbiguousVcsError, VcsConflictError, VcsError
 from optimizer.vcs_merge import merge3
 from tlxstore.errors import TlxdbError
-from tlxstore.events import CaseSpeedup, CommitAttempted
+from tlxstore.events import CaseSpeedup, CommitAttempted, Phase
+from tlxstore.fold import RunState
 from tlxstore.hashing import digest_bytes, digest_file, digest_text
 
 __all__ = [
@@ -38,9 +42,16 @@ __all__ = [
     "VcsError",
     "VcsKind",
     "VcsSnapshot",
+    "commit_for_run",
     "commit_winner",
+    "harness_reverifier",
     "probe",
+    "request_for_run",
+    "snapshot_for_run",
 ]
+
+# The candidate id under which a merged source is re-verified (its events are not kept).
+REVERIFY_ID = "commit-reverify"
 
 
 class VcsKind(StrEnum):
@@ -171,17 +182,7 @@ def _commit(request: CommitRequest, snap: VcsSnapshot, message: str) -> dict[str
     if digest_file(snap.kernel_path) != snap.working_sha256:
         raise VcsConflictError(f"{rel} was edited during the run; the winner was not committed")
     backend = _BACKENDS[snap.vcs]
-    head_now = backend.head(snap.root)
-    if head_now != snap.head:
-        raise VcsConflictError(
-            f"HEAD moved from {snap.head[:12]} to {(head_now or 'nothing')[:12]} during the run; "
-            "the winner was not committed"
-        )
-    committed = snap.committed_source.encode("utf-8")
-    if backend.committed(snap.root, rel) != committed:
-        raise VcsConflictError(
-            f"the committed version of {rel} changed during the run; nothing was committed"
-        )
+    committed = snap.committed_source.encode("utf-8")  # what HEAD holds: HEAD did not move
     base = request.base_source.encode("utf-8")
     winner = request.winner_source.encode("utf-8")
     if winner == base:
@@ -198,6 +199,13 @@ def _commit(request: CommitRequest, snap: VcsSnapshot, message: str) -> dict[str
         )
     outcome: dict[str, object] = {"committed_source_hash": digest_bytes(merged.text)}
     if merged.text != winner:
+        # Re-verifying takes a while: first make sure there is still something to commit onto.
+        head_now = backend.head(snap.root)
+        if head_now != snap.head:
+            raise VcsConflictError(
+                f"HEAD moved from {snap.head[:12]} to {(head_now or 'nothing')[:12]} during the run; "
+                "the winner was not committed"
+            )
         ok = request.reverify(merged.text.decode("utf-8"))
         outcome["reverified"] = ok
         if not ok:
@@ -235,3 +243,92 @@ def _decode(data: bytes, rel: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise VcsError(f"the committed {rel} is not UTF-8 text") from exc
+
+
+# --------------------------------------------------------------------------------------------
+# The run's side: a snapshot at start, a commit request built from the run's events at the end
+
+
+def snapshot_for_run(kernel_path: str | Path, vcs: str = "auto") -> VcsSnapshot:
+    """The snapshot a run takes at its start (probe; AmbiguousVcsError is a configuration error)."""
+    return probe(kernel_path, vcs)
+
+
+def request_for_run(
+    state: RunState,
+    candidate_id: str,
+    kernel_path: str | Path,
+    commit_message: str | None,
+    reverify: Callable[[str], bool],
+) -> CommitRequest:
+    """The commit request for a run's winner, from the run's events alone: the baseline's text,
+    the winner's text, its commit title and summary, and the revalidation's per-case table."""
+    baseline = state.candidates[BASELINE_ID]
+    winner = state.candidates[candidate_id]
+    proposal = winner.proposal
+    revalidation = next(
+        (r for r in reversed(state.revalidations) if r.candidate_id == candidate_id), None
+    )
+    measured = revalidation or winner.decision
+    cases = list(measured.cases) if measured else []
+    baseline_samples = baseline.samples_by_case(Phase.REVALIDATION if revalidation else None)
+    cases = [
+        c
+        if c.baseline_cv is not None or not baseline_samples.get(c.case_id)
+        else c.model_copy(update={"baseline_cv": stats.cv(baseline_samples[c.case_id])})
+        for c in cases
+    ]
+    speedup = measured.speedup if measured else None
+    return CommitRequest(
+        candidate_id=candidate_id,
+        kernel_path=Path(kernel_path),
+        base_source=state.sources[baseline.proposal.source_hash].text,
+        winner_source=state.sources[proposal.source_hash].text,
+        subject=commit_subject(
+            kernel_path,
+            commit_message=commit_message,
+            commit_title=proposal.commit_title,
+            speedup=speedup,
+        ),
+        summary=proposal.commit_summary or change_summary(proposal),
+        cases=cases,
+        speedup=speedup,
+        ci_low=measured.ci_low if measured else None,
+        ci_high=measured.ci_high if measured else None,
+        reverify=reverify,
+    )
+
+
+def commit_for_run(
+    state: RunState,
+    candidate_id: str,
+    kernel_path: str | Path,
+    commit_message: str | None,
+    snapshot: VcsSnapshot,
+    reverify: Callable[[str], bool],
+) -> CommitAttempted:
+    """Commit a run's winner (request_for_run, then commit_winner)."""
+    return commit_winner(
+        request_for_run(state, candidate_id, kernel_path, commit_message, reverify), snapshot
+    )
+
+
+def harness_reverifier(evaluator: Evaluator, timeout_s: float) -> Callable[[str], bool]:
+    """A reverify callable that builds and verifies a source with the run's harness (every
+    protected case, fresh inputs, the guards) and benchmarks it once; its events are not kept:
+    the outcome is recorded in CommitAttempted.reverified."""
+
+    def reverify(source: str) -> bool:
+        summary = evaluator.evaluate(
+            EvalRequest(
+                candidate_id=REVERIFY_ID,
+                source=source,
+                repetitions=1,
+                timeout_s=timeout_s,
+                profile=False,
+            ),
+            lambda _event: None,
+        )
+        return summary.built and summary.verified and not summary.blocked_by_guard
+
+    return reverify

@@ -27,15 +27,6 @@ from optimizer.vcs_common import (
 from tlxstore.hashing import digest_bytes, digest_file
 
 _NULL_NODE = "0" * 40
-# `hg status` codes under which a tracked, committed file can be committed again.
-_COMMITTABLE = {"M", "C"}
-_STATUS_WORDS = {
-    "A": "added but never committed",
-    "R": "marked for removal",
-    "!": "missing",
-    "?": "not tracked",
-    "I": "ignored and not tracked",
-}
 
 
 def _hg(root: Path, *args: str) -> ToolResult:
@@ -58,13 +49,12 @@ def _hg_ok(root: Path, *args: str) -> bytes:
 
 
 def root_of(directory: Path) -> Path | None:
-    """The root of the Mercurial repository that holds `directory`, or None."""
-    if hg_executable() is None:
-        return None
-    res = _hg(directory, "root")
-    if not res.ok or not res.stdout.strip():
-        return None
-    return Path(res.stdout.decode().strip()).resolve()
+    """The root of the Mercurial repository that holds `directory`, or None: the nearest folder
+    upwards with a `.hg` folder, which is how hg itself finds it (without starting hg)."""
+    for folder in (directory.resolve(), *directory.resolve().parents):
+        if (folder / ".hg").is_dir():
+            return folder
+    return None
 
 
 def head(root: Path) -> str | None:
@@ -99,24 +89,25 @@ def commit(
             raise VcsError(
                 f"the Mercurial repository is locked ({lock} exists); another hg command is running"
             )
-    rows = _hg_ok(root, "log", "-r", "parents()", "-T", '{node}\t{config("ui", "username")}\n')
-    parents = [row.split("\t", 1)[0] for row in rows.decode().splitlines() if row]
-    username = rows.decode().partition("\t")[2].strip()
-    if not (username or os.environ.get("HGUSER") or os.environ.get("EMAIL")):
+    # One query for the working directory: its parents, the username, the files it removes.
+    template = r'{p1node}\t{p2node}\t{config("ui", "username")}\n{join(file_dels, "\n")}\n'
+    first, *removed = _hg_ok(root, "log", "-r", "wdir()", "-T", template).decode().splitlines()
+    p1, p2, username = first.split("\t", 2)
+    if not (username.strip() or os.environ.get("HGUSER") or os.environ.get("EMAIL")):
         # Left alone, a non-interactive hg commits as user@host; a commit needs a real identity.
         raise VcsError("no Mercurial username is configured (set ui.username in ~/.hgrc)")
-    if len(parents) > 1:
+    if p2 != _NULL_NODE:
         raise VcsError(f"an uncommitted merge is in progress in {root}; commit or abort it first")
-    now = parents[0] if parents and parents[0] != _NULL_NODE else None
+    now = None if p1 == _NULL_NODE else p1
     if now != expected_head:
         raise VcsConflictError(
             f"the working parent moved from {expected_head[:12]} to {(now or 'nothing')[:12]} "
             "during the run; the winner was not committed"
         )
-    status = _hg_ok(root, "status", "-A", f"path:{rel}").decode().strip()
-    code = status[:1]
-    if code not in _COMMITTABLE:
-        raise VcsError(f"{rel} is {_STATUS_WORDS.get(code, 'not committable')} in Mercurial")
+    if rel in removed:
+        raise VcsError(
+            f"{rel} is marked for removal (hg remove or hg forget); nothing was committed"
+        )
     if digest_file(kernel) != digest_bytes(working_before):
         raise VcsConflictError(f"{rel} was edited during the run; the winner was not committed")
 

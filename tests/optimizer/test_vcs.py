@@ -592,3 +592,18 @@ def test_snapshot_records_head_committed_text_and_working_digest(repo: Repo) -> 
     import hashlib
 
     assert snap.working_sha256 == "sha256:" + hashlib.sha256(user.encode()).hexdigest()
+
+
+@needs_hg
+def test_hg_kernel_marked_for_removal_is_not_committed(tmp_path: Path) -> None:
+    repo = HgRepo.init(tmp_path / "checkout")
+    repo.write("kernels/softmax.py", KERNEL)
+    repo.commit_all()
+    kernel = repo.root / "kernels/softmax.py"
+    snap = probe(kernel)
+    repo.hg("forget", "kernels/softmax.py")
+    state = repo.state()
+    result = commit_winner(_request(kernel, KERNEL), snap)
+    assert not result.success
+    assert "marked for removal" in result.diagnostics
+    assert repo.state() == state
