@@ -1,3 +1,363 @@
-"""Commands that run or re-read optimizations: optimize, validate, show, report, replay."""
+"""Commands that run or re-read optimizations: optimize, validate, show, report, replay.
+
+Each command parses, calls one library function, and renders; domain errors become one-line
+`click.ClickException`s (exit 1). Results go to stdout, the live log to stderr.
+"""
 
 from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from cli.main import main
+from optimizer import redecide, report, runs
+from optimizer.bundle import locate
+from optimizer.output import EXIT_INTERRUPTED, RunResult
+from optimizer.providers import ProviderOptions
+from tlxstore.config import settings
+from tlxstore.errors import TlxdbError
+from tlxstore.events import CandidateProposed, Envelope
+from tlxstore.fold import RunState
+
+BUDGET_FLAGS = (
+    "max_rounds",
+    "candidates_per_round",
+    "max_candidate_seconds",
+    "max_total_seconds",
+    "min_speedup",
+    "max_cv",
+    "benchmark_repetitions",
+)
+
+
+def _store_option(f: Any) -> Any:
+    return click.option(
+        "--store",
+        "store",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="The evidence store (default: $TLXDB_STORE, else a per-user data folder).",
+    )(f)
+
+
+def _store(path: Path | None) -> Path:
+    return path if path is not None else settings().store
+
+
+def _bundle_options(f: Any) -> Any:
+    opts = [
+        click.option(
+            "--kernel",
+            type=click.Path(path_type=Path),
+            required=False,
+            help="The kernel: one Python file.",
+        ),
+        click.option(
+            "--bundle", "bundle_dir", type=click.Path(path_type=Path), help="The bundle folder."
+        ),
+        click.option("--harness", type=click.Path(path_type=Path)),
+        click.option("--cases", type=click.Path(path_type=Path)),
+        click.option("--target", type=click.Path(path_type=Path)),
+        click.option("--budget", type=click.Path(path_type=Path)),
+        click.option("--reference-kernel", "reference", type=click.Path(path_type=Path)),
+        click.option(
+            "--arch", help="The architecture the run must measure on (e.g. sm_90); checked."
+        ),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _budget_options(f: Any) -> Any:
+    opts = [
+        click.option("--max-rounds", type=int),
+        click.option("--candidates-per-round", type=int),
+        click.option("--max-candidate-seconds", type=float),
+        click.option("--max-total-seconds", type=float),
+        click.option("--min-speedup", type=float),
+        click.option("--max-cv", type=float),
+        click.option("--benchmark-repetitions", type=int),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+class LiveLog:
+    """The live log on stderr: one line per step; a progress line at the bottom on a terminal."""
+
+    def __init__(self, stream: IO[str], tty: bool) -> None:
+        self.stream = stream
+        self.tty = tty
+        self._t0 = time.monotonic()
+        self._progress = ""
+
+    def __call__(self, env: Envelope, state: RunState) -> None:
+        line = report.describe(env, state)
+        if self.tty and self._progress:
+            self.stream.write("\r\033[K")
+        if line is not None:
+            self.stream.write(line + "\n")
+        if self.tty:
+            self._progress = self._status(env, state)
+            self.stream.write(self._progress)
+        self.stream.flush()
+
+    def _status(self, env: Envelope, state: RunState) -> str:
+        s = state.started
+        if s is None:
+            return ""
+        t = s.thresholds
+        decided = sum(1 for c in state.candidates.values() if c.decision is not None)
+        current = next((c.proposal for c in reversed(state.candidates.values())), None)
+        rnd = current.round if isinstance(current, CandidateProposed) else 0
+        return (
+            f"[round {rnd}/{t.max_rounds} · {decided} decided of {t.max_rounds * t.candidates_per_round}"
+            f" · best {state.incumbent_id or '-'} · {time.monotonic() - self._t0:.0f} s]"
+        )
+
+    def close(self) -> None:
+        if self.tty and self._progress:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+def _render(result: RunResult, fmt: str) -> None:
+    if fmt == "full":
+        click.echo(result.model_dump_json())
+    elif fmt == "summary":
+        click.echo(json.dumps(result.summary(), default=str))
+
+
+@main.command()
+@_bundle_options
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the run writes its artifacts (default: a new folder under the store).",
+)
+@_store_option
+@click.option(
+    "--prior-run",
+    "prior_runs",
+    multiple=True,
+    help="A run id, tlxdb output folder or TLX agent output folder whose evidence informs this run.",
+)
+@click.option(
+    "--resume", "resume_ref", help="Continue an interrupted run (run id or output folder)."
+)
+@click.option(
+    "--provider",
+    default=None,
+    help="Who proposes candidates: tune, llm, command or replay (default: tune without --model, llm with it).",
+)
+@click.option("--model", help="The model for --provider llm (any litellm name).")
+@click.option("--provider-command", help="The agent command for --provider command.")
+@click.option("--replay-run", help="The run whose candidates --provider replay re-proposes.")
+@_budget_options
+@click.option(
+    "--commit-winner/--no-commit-winner",
+    default=True,
+    help="Commit the revalidated winner (default on).",
+)
+@click.option("--commit-message", help="Subject line of the winner's commit.")
+@click.option("--vcs", type=click.Choice(["auto", "git", "hg"]), default="auto")
+@click.option("--result-format", type=click.Choice(["full", "summary", "none"]), default="full")
+@click.option(
+    "--profile", is_flag=True, help="Accepted for TLX compatibility: profiling is always on."
+)
+@click.option(
+    "--diagnostic-proton-intra-kernel",
+    is_flag=True,
+    help="Accepted for TLX compatibility; intra-kernel Proton is not collected.",
+)
+@click.option("--label", help="A free-text label recorded with the run.")
+def optimize(
+    kernel: Path | None,
+    bundle_dir: Path | None,
+    harness: Path | None,
+    cases: Path | None,
+    target: Path | None,
+    budget: Path | None,
+    reference: Path | None,
+    arch: str | None,
+    output_dir: Path | None,
+    store: Path | None,
+    prior_runs: tuple[str, ...],
+    resume_ref: str | None,
+    provider: str | None,
+    model: str | None,
+    provider_command: str | None,
+    replay_run: str | None,
+    commit_winner: bool,
+    commit_message: str | None,
+    vcs: str,
+    result_format: str,
+    profile: bool,
+    diagnostic_proton_intra_kernel: bool,
+    label: str | None,
+    **budget_flags: Any,
+) -> None:
+    """Optimize a kernel against a frozen target bundle (build, verify, benchmark, profile, decide)."""
+    live = LiveLog(sys.stderr, sys.stderr.isatty())
+    try:
+        if resume_ref is not None:
+            result = runs.resume(resume_ref, _store(store), observer=live)
+        else:
+            if kernel is None:
+                raise click.ClickException("missing --kernel (the kernel file to optimize)")
+            request = runs.RunRequest(
+                kernel=kernel.resolve(),
+                bundle=locate(
+                    bundle_dir,
+                    harness=harness,
+                    cases=cases,
+                    target=target,
+                    budget=budget,
+                    reference=reference,
+                ),
+                store=_store(store),
+                output_dir=output_dir,
+                flags=budget_flags,
+                provider=provider,
+                provider_options=ProviderOptions(
+                    model=model, command=provider_command, replay_run=replay_run
+                ),
+                prior_runs=list(prior_runs),
+                commit=runs.CommitOptions.model_validate(
+                    {"enabled": commit_winner, "message": commit_message, "vcs": vcs}
+                ),
+                arch=arch,
+                argv=sys.argv,
+                label=label,
+            )
+            result = runs.optimize(request, observer=live)
+    except TlxdbError as e:
+        live.close()
+        raise click.ClickException(e.message) from None
+    except KeyboardInterrupt:
+        live.close()
+        click.echo("interrupted before the run started; nothing was written", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    live.close()
+    _render(result, result_format)
+    sys.exit(result.exit_code)
+
+
+@main.command()
+@_bundle_options
+@_budget_options
+def validate(
+    kernel: Path | None,
+    bundle_dir: Path | None,
+    harness: Path | None,
+    cases: Path | None,
+    target: Path | None,
+    budget: Path | None,
+    reference: Path | None,
+    arch: str | None,
+    **budget_flags: Any,
+) -> None:
+    """Validate a bundle and kernel alone (CONTRACT §1): a pass/fail table; exit 1 on failure."""
+    if kernel is None:
+        raise click.ClickException(
+            "missing --kernel (the kernel file the bundle is validated with)"
+        )
+    try:
+        paths = locate(
+            bundle_dir,
+            harness=harness,
+            cases=cases,
+            target=target,
+            budget=budget,
+            reference=reference,
+        )
+        rep = runs.validate_only(kernel.resolve(), paths, budget_flags, arch)
+    except TlxdbError as e:
+        raise click.ClickException(e.message) from None
+    click.echo(f"device: {rep.device.kind} ({rep.device.backend}, {rep.device.architecture})")
+    width = max(len(c.name) for c in rep.checks)
+    for c in rep.checks:
+        click.echo(f"{'PASS' if c.passed else 'FAIL'}  {c.name:<{width}}  {c.detail}")
+    if not rep.passed:
+        failed = next(c for c in rep.checks if not c.passed)
+        raise click.ClickException(
+            f"validation failed ({failed.name}); the bundle cannot protect an optimization"
+        )
+
+
+def _run_envelopes(store: Path | None, ref: str) -> list[Envelope]:
+    from tlxstore.store import Store
+
+    s = Store(_store(store), create=False)
+    return s.run_envelopes(s.resolve_run(ref))
+
+
+@main.command()
+@click.argument("run")
+@_store_option
+def show(run: str, store: Path | None) -> None:
+    """One run's timeline: every candidate, its evidence and its decision."""
+    try:
+        envs = _run_envelopes(store, run)
+    except TlxdbError as e:
+        raise click.ClickException(e.message) from None
+    for line in report.timeline(envs):
+        click.echo(line)
+
+
+@main.command("report")
+@click.argument("run")
+@_store_option
+@click.option(
+    "--to",
+    "to_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to write report.md and report.html (default: the run's output folder).",
+)
+def report_cmd(run: str, store: Path | None, to_dir: Path | None) -> None:
+    """Write a run's Markdown and HTML report (with plots) and print their paths."""
+    try:
+        paths = report.write_reports(_run_envelopes(store, run), _store(store), to_dir)
+    except TlxdbError as e:
+        raise click.ClickException(e.message) from None
+    for p in paths:
+        click.echo(str(p))
+
+
+@main.command()
+@click.argument("run")
+@_store_option
+@click.option("--min-speedup", type=float, help="Re-decide under this minimum speedup.")
+@click.option("--max-cv", type=float, help="Re-decide under this maximum CV.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+def replay(
+    run: str, store: Path | None, min_speedup: float | None, max_cv: float | None, fmt: str
+) -> None:
+    """Rebuild a run from its events and re-decide it, optionally under other thresholds."""
+    try:
+        outcome = redecide.redecide(
+            _run_envelopes(store, run), min_speedup=min_speedup, max_cv=max_cv
+        )
+    except TlxdbError as e:
+        raise click.ClickException(e.message) from None
+    if fmt == "json":
+        click.echo(outcome.model_dump_json())
+        return
+    click.echo(
+        f"thresholds: min speedup {outcome.thresholds.min_speedup}, max CV {outcome.thresholds.max_cv}"
+    )
+    for r in outcome.decisions:
+        mark = "  " if r.recorded == r.replayed else "* "
+        click.echo(
+            f"{mark}{r.candidate_id:<10} recorded {r.recorded.value:<9} replayed {r.replayed.value:<9} {r.reason}"
+        )
+    click.echo(
+        f"winner: recorded {outcome.recorded_best or 'none'}, replayed {outcome.replayed_best or 'none'}"
+    )

@@ -1,0 +1,41 @@
+"""Copies of the vecadd fixture bundle with one thing changed, for bad-input tests."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+KERNEL = FIXTURES / "vecadd_kernel.py"
+
+
+def vecadd_bundle(
+    dest: Path,
+    *,
+    harness_append: str = "",
+    replace: tuple[str, str] | None = None,
+    cases: list | None = None,
+    budget: dict | None = None,
+) -> Path:
+    """A copy of tests/fixtures/vecadd_bundle; `harness_append` is added to harness.py (so it can
+    redefine a function), `replace` edits it in place."""
+    root = Path(shutil.copytree(FIXTURES / "vecadd_bundle", dest))
+    harness = root / "harness.py"
+    text = harness.read_text()
+    if replace is not None:
+        assert replace[0] in text, replace[0]
+        text = text.replace(*replace)
+    harness.write_text(text + harness_append)
+    if cases is not None:
+        (root / "cases.json").write_text(json.dumps(cases))
+    if budget is not None:
+        (root / "budget.json").write_text(json.dumps(budget))
+    return root
+
+
+def kernel_copy(dest_dir: Path, text: str | None = None) -> Path:
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    k = dest_dir / "vecadd_kernel.py"
+    k.write_text(KERNEL.read_text() if text is None else text)
+    return k
