@@ -36,9 +36,7 @@ from optimizer.bundle import (
     read_kernel,
     resolve_thresholds,
 )
-from optimizer.commit_message import commit_subject
 from optimizer.evaluate import Evaluator
-from optimizer.evaluation import EvalRequest
 from optimizer.identity import measurement_key, source_hashes
 from optimizer.loop import BASELINE_ID, Observer, Run, Setup
 from optimizer.output import OutputFolder, RunResult, write_atomic
@@ -55,7 +53,6 @@ from tlxstore.events import (
     DeviceInfo,
     Envelope,
     Event,
-    Phase,
     RunStarted,
     SourceStored,
     StoppingReason,
@@ -181,7 +178,7 @@ def _vcs_snapshot(request: RunRequest, out: Path) -> VcsSnapshot | None:
     saved = out / SNAPSHOT_FILE
     if saved.exists():
         return VcsSnapshot.model_validate_json(saved.read_text())
-    return vcs.probe(request.kernel, request.commit.vcs)
+    return vcs.snapshot_for_run(request.kernel, request.commit.vcs)
 
 
 def _committer(
@@ -189,43 +186,12 @@ def _committer(
 ) -> Committer | None:
     if snapshot is None:
         return None
-
-    def reverify(source: str) -> bool:
-        sink: list[Event] = []
-        req = EvalRequest(
-            candidate_id="commit-reverify",
-            source=source,
-            phase=Phase.REVALIDATION,
-            repetitions=1,
-            timeout_s=prep.thresholds.max_candidate_seconds,
-            profile=False,
-        )
-        return prep.evaluator.evaluate(req, sink.append).verified
+    reverify = vcs.harness_reverifier(prep.evaluator, prep.thresholds.max_candidate_seconds)
 
     def commit(state: RunState, candidate_id: str) -> CommitAttempted:
-        c = state.candidates[candidate_id]
-        rev = next(r for r in reversed(state.revalidations) if r.candidate_id == candidate_id)
-        base = state.sources[state.candidates[BASELINE_ID].proposal.source_hash].text
-        subject = commit_subject(
-            prep.frozen.kernel_path,
-            commit_message=request.commit.message,
-            commit_title=c.proposal.commit_title,
-            speedup=rev.speedup,
+        return vcs.commit_for_run(
+            state, candidate_id, prep.frozen.kernel_path, request.commit.message, snapshot, reverify
         )
-        req = vcs.CommitRequest(
-            candidate_id=candidate_id,
-            kernel_path=prep.frozen.kernel_path,
-            base_source=base,
-            winner_source=state.sources[c.proposal.source_hash].text,
-            subject=subject,
-            summary=c.proposal.commit_summary or c.proposal.hypothesis,
-            cases=rev.cases,
-            speedup=rev.speedup,
-            ci_low=rev.ci_low,
-            ci_high=rev.ci_high,
-            reverify=reverify,
-        )
-        return vcs.commit_winner(req, snapshot)
 
     return commit
 
