@@ -1,3 +1,162 @@
-"""Commands over the evidence store: runs, query, export, import."""
+"""Commands over the evidence store: runs, query, export, import.
+
+Each parses, calls one library function, and renders; domain errors become one-line
+`click.ClickException`s (exit 1). Results go to stdout.
+"""
 
 from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import pyarrow as pa
+
+import importers
+import queries
+from cli.main import main
+from optimizer.identity import normalized_source
+from tlxstore.config import settings
+from tlxstore.errors import TlxdbError
+from tlxstore.export import export_runs
+from tlxstore.store import Store
+
+RUNS_SQL = "runs_listing"
+
+
+def _store_option(f: Any) -> Any:
+    return click.option(
+        "--store",
+        "store",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="The evidence store (default: $TLXDB_STORE, else a per-user data folder).",
+    )(f)
+
+
+def _format_option(f: Any) -> Any:
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["table", "csv", "json"]),
+        default="table",
+        show_default=True,
+        help="How rows are printed.",
+    )(f)
+
+
+def _open(store: Path | None, create: bool) -> Store:
+    path = store if store is not None else settings().store
+    if not create and not path.exists():
+        raise click.ClickException(
+            f"no store at {path}; pass --store, set TLXDB_STORE, or fill one with `tlxdb optimize` or `tlxdb import`"
+        )
+    return Store(path, create=create)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return str(value)
+
+
+def render(table: pa.Table, fmt: str) -> str:
+    """The rows of `table` as an aligned text table, CSV or a JSON list of objects."""
+    rows = table.to_pylist()
+    names = table.column_names
+    if fmt == "json":
+        return json.dumps(rows, default=_jsonable, ensure_ascii=False, indent=1)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows([[_cell(r[n]) for n in names] for r in rows])
+        return buf.getvalue().rstrip("\n")
+    cells = [[_cell(r[n]).replace("\n", " ") for n in names] for r in rows]
+    widths = [max([len(n)] + [len(c[i]) for c in cells]) for i, n in enumerate(names)]
+    lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(lines)
+
+
+@main.command("runs")
+@_store_option
+@_format_option
+def runs_cmd(store: Path | None, fmt: str) -> None:
+    """The runs in the store, newest first."""
+    try:
+        table = queries.query(_open(store, create=False), queries.statement(RUNS_SQL))
+    except TlxdbError as e:
+        raise click.ClickException(e.message) from None
+    click.echo(render(table, fmt))
+
+
+@main.command("query")
+@click.argument("sql")
+@_store_option
+@_format_option
+def query_cmd(sql: str, store: Path | None, fmt: str) -> None:
+    """Run one read-only SQL SELECT over the store's views.
+
+    \b
+    Views: runs, candidates, samples, case_results, profiles, decisions, exclusions,
+    seen_sources, model_exchanges, commits (and the table `events`).
+    Example: tlxdb query "SELECT candidate_id, median_us FROM case_results LIMIT 5"
+    """
+    try:
+        table = queries.query(_open(store, create=False), sql)
+    except TlxdbError as e:
+        raise click.ClickException(e.message) from None
+    click.echo(render(table, fmt))
+
+
+@main.command("export")
+@click.argument("runs", nargs=-1, required=True)
+@click.option(
+    "--to",
+    "to_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="A new folder for the export.",
+)
+@_store_option
+def export_cmd(runs: tuple[str, ...], to_dir: Path, store: Path | None) -> None:
+    """Export runs (ids, unique prefixes or output folders) as Parquet plus a manifest."""
+    try:
+        manifest = export_runs(_open(store, create=False), runs, to_dir)
+    except TlxdbError as e:
+        raise click.ClickException(e.message) from None
+    rows = manifest.files["events.parquet"].rows
+    click.echo(json.dumps({"to": str(to_dir), "runs": manifest.runs, "events": rows}))
+
+
+@main.command("import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@_store_option
+def import_cmd(paths: tuple[Path, ...], store: Path | None) -> None:
+    """Import tlxdb exports, tlxdb output folders and TLX agent output folders (idempotent)."""
+    try:
+        report = importers.import_paths(
+            _open(store, create=True), paths, normalize=normalized_source
+        )
+    except TlxdbError as e:
+        raise click.ClickException(e.message) from None
+    click.echo(report.model_dump_json())
