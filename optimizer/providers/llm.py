@@ -120,64 +120,63 @@ class LlmProvider:
             return None
 
     # ---- the proposal -------------------------------------------------------------------
+    def _exchange(
+        self, messages: list[dict[str, str]], attempt: int, parent_source: str
+    ) -> tuple[ModelExchanged, CandidateReply | ExhaustedReply | None, str]:
+        """One request: its event, the parsed reply (None when refused) and the raw reply text.
+
+        Raises _RequestFailed (carrying the event) when the request itself failed."""
+        exchange_id, sent = new_event_id(), canonical_json(messages)
+
+        def event(**fields: Any) -> ModelExchanged:
+            return ModelExchanged(
+                exchange_id=exchange_id,
+                provider=self.name,
+                model=self.model,
+                prompt=sent,
+                attempt=attempt,
+                **fields,
+            )
+
+        started = time.monotonic()
+        try:
+            response = self._complete(messages)
+        except Exception as exc:  # litellm maps every provider failure to its own types
+            failure = redact(_one_line(exc))
+            latency_ms = (time.monotonic() - started) * 1e3
+            raise _RequestFailed(event(reply=None, error=failure, latency_ms=latency_ms)) from None
+        latency_ms = (time.monotonic() - started) * 1e3
+        text = response.choices[0].message.content or ""
+        usage = getattr(response, "usage", None)
+        reply: CandidateReply | ExhaustedReply | None = None
+        error: str | None = None
+        try:
+            reply = parse_reply(text, parent_source)
+        except ReplyParseError as exc:
+            error = exc.message
+        exchanged = event(
+            reply=redact(text),
+            error=error,
+            tokens_in=getattr(usage, "prompt_tokens", None),
+            tokens_out=getattr(usage, "completion_tokens", None),
+            cost_usd=self._cost_usd(response),
+            latency_ms=latency_ms,
+        )
+        return exchanged, reply, text
+
     def propose(self, ctx: ProviderContext, record: Recorder) -> Proposal | SearchExhausted:
         """Ask the model for one candidate derived from ctx.parent_source."""
         prompt = render_prompt(ctx, PromptMode.LLM, self.options.budget)
         messages = prompt.messages()
-        tokens_in: list[int | None] = []
-        tokens_out: list[int | None] = []
-        costs: list[float | None] = []
-        last_error = ""
+        spent: list[ModelExchanged] = []
         for attempt in range(1, self.options.max_attempts + 1):
-            exchange_id = new_event_id()
-            sent = canonical_json(messages)
-            started = time.monotonic()
             try:
-                response = self._complete(messages)
-            except Exception as exc:  # litellm maps every provider failure to its own types
-                failure = redact(_one_line(exc))
-                record(
-                    ModelExchanged(
-                        exchange_id=exchange_id,
-                        provider=self.name,
-                        model=self.model,
-                        prompt=sent,
-                        reply=None,
-                        error=failure,
-                        attempt=attempt,
-                        latency_ms=(time.monotonic() - started) * 1e3,
-                    )
-                )
-                raise ProviderError(f"model {self.model} failed: {failure}") from None
-            latency_ms = (time.monotonic() - started) * 1e3
-            text = response.choices[0].message.content or ""
-            usage = getattr(response, "usage", None)
-            t_in = getattr(usage, "prompt_tokens", None)
-            t_out = getattr(usage, "completion_tokens", None)
-            cost = self._cost_usd(response)
-            tokens_in.append(t_in)
-            tokens_out.append(t_out)
-            costs.append(cost)
-            error: str | None = None
-            try:
-                reply: CandidateReply | ExhaustedReply | None = parse_reply(text, ctx.parent_source)
-            except ReplyParseError as exc:
-                reply, error = None, exc.message
-            record(
-                ModelExchanged(
-                    exchange_id=exchange_id,
-                    provider=self.name,
-                    model=self.model,
-                    prompt=sent,
-                    reply=redact(text),
-                    error=error,
-                    attempt=attempt,
-                    tokens_in=t_in,
-                    tokens_out=t_out,
-                    cost_usd=cost,
-                    latency_ms=latency_ms,
-                )
-            )
+                exchanged, reply, text = self._exchange(messages, attempt, ctx.parent_source)
+            except _RequestFailed as failed:
+                record(failed.event)
+                raise ProviderError(f"model {self.model} failed: {failed.event.error}") from None
+            record(exchanged)
+            spent.append(exchanged)
             if isinstance(reply, ExhaustedReply):
                 return SearchExhausted(reason=f"model {self.model}: {reply.reason}")
             if isinstance(reply, CandidateReply):
@@ -192,20 +191,26 @@ class LlmProvider:
                     commit_title=reply.commit_title,
                     commit_summary=reply.commit_summary,
                     prompt_hash=prompt.prompt_hash,
-                    exchange_id=exchange_id,
-                    tokens_in=_sum(tokens_in),
-                    tokens_out=_sum(tokens_out),
-                    cost_usd=_sum(costs),
+                    exchange_id=exchanged.exchange_id,
+                    tokens_in=_sum([e.tokens_in for e in spent]),
+                    tokens_out=_sum([e.tokens_out for e in spent]),
+                    cost_usd=_sum([e.cost_usd for e in spent]),
                 )
-            last_error = error or ""
             messages = [
                 *messages,
                 {"role": "assistant", "content": text},
-                {"role": "user", "content": render_retry(last_error)},
+                {"role": "user", "content": render_retry(exchanged.error or "")},
             ]
         raise ProviderError(
-            f"model {self.model} gave no valid reply in {self.options.max_attempts} attempts: {last_error}"
+            f"model {self.model} gave no valid reply in {self.options.max_attempts} attempts: "
+            f"{spent[-1].error if spent else ''}"
         )
+
+
+class _RequestFailed(Exception):
+    def __init__(self, event: ModelExchanged) -> None:
+        super().__init__(event.error)
+        self.event = event
 
 
 def create(options: Any) -> LlmProvider:
