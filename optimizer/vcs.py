@@ -33,7 +33,7 @@ from optimizer.vcs_merge import merge3
 from tlxstore.errors import TlxdbError
 from tlxstore.events import CaseSpeedup, CommitAttempted, Phase
 from tlxstore.fold import RunState
-from tlxstore.hashing import digest_bytes, digest_file, digest_text
+from tlxstore.hashing import digest_bytes, digest_file
 
 __all__ = [
     "AmbiguousVcsError",
@@ -175,7 +175,8 @@ def _commit(request: CommitRequest, snap: VcsSnapshot, message: str) -> dict[str
         raise VcsError(
             f"{rel} has no committed version in {name}; commit it once, then commit the winner"
         )
-    if digest_text(request.base_source) != snap.working_sha256:
+    encode = _encoder(request.base_source, snap.working_sha256)
+    if encode is None:
         raise VcsConflictError(
             f"{rel} changed between the run's start and its snapshot; nothing was committed"
         )
@@ -183,8 +184,8 @@ def _commit(request: CommitRequest, snap: VcsSnapshot, message: str) -> dict[str
         raise VcsConflictError(f"{rel} was edited during the run; the winner was not committed")
     backend = _BACKENDS[snap.vcs]
     committed = snap.committed_source.encode("utf-8")  # what HEAD holds: HEAD did not move
-    base = request.base_source.encode("utf-8")
-    winner = request.winner_source.encode("utf-8")
+    base = encode(request.base_source)
+    winner = encode(request.winner_source)
     if winner == base:
         raise VcsError("the winner is identical to the kernel; there is nothing to commit")
     merged = merge3(base, committed, winner)
@@ -236,6 +237,22 @@ class _Failed(VcsError):
         super().__init__(message)
         self.outcome = outcome
         self.conflict = conflict
+
+
+def _encoder(base_source: str, working_sha256: str) -> Callable[[str], bytes] | None:
+    """How run texts become file bytes: UTF-8, with CRLF line ends when the file had them (the
+    run reads the kernel with universal newlines). None when base_source is not the file."""
+
+    def utf8(text: str) -> bytes:
+        return text.encode("utf-8")
+
+    def crlf(text: str) -> bytes:
+        return text.replace("\r\n", "\n").replace("\n", "\r\n").encode("utf-8")
+
+    for encode in (utf8, crlf):
+        if digest_bytes(encode(base_source)) == working_sha256:
+            return encode
+    return None
 
 
 def _decode(data: bytes, rel: str) -> str:

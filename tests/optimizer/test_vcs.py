@@ -607,3 +607,20 @@ def test_hg_kernel_marked_for_removal_is_not_committed(tmp_path: Path) -> None:
     assert not result.success
     assert "marked for removal" in result.diagnostics
     assert repo.state() == state
+
+
+def test_crlf_kernel_read_with_universal_newlines_keeps_its_line_ends(tmp_path: Path) -> None:
+    repo = GitRepo.init(tmp_path / "checkout")
+    kernel = repo.root / "softmax.py"
+    kernel.write_bytes(KERNEL.replace("\n", "\r\n").encode())
+    repo.commit_all()
+    snap = probe(kernel)
+    # The run reads the kernel with universal newlines (read_text), so its texts have "\n".
+    result = commit_winner(_request(kernel, kernel.read_text()), snap)
+    assert result.success, result.diagnostics
+    crlf_winner = WINNER.replace("\n", "\r\n").encode()
+    at_head = subprocess.run(
+        ["git", "cat-file", "blob", "HEAD:softmax.py"], cwd=repo.root, capture_output=True
+    ).stdout
+    assert at_head == crlf_winner
+    assert kernel.read_bytes() == crlf_winner

@@ -1,4 +1,4 @@
-"""The winner's commit message and the three-way merge it is committed with."""
+"""The winner's commit message, the request built from a run's events, and the three-way merge."""
 
 from __future__ import annotations
 
@@ -12,8 +12,20 @@ from optimizer.commit_message import (
     commit_subject,
     render_commit_message,
 )
+from optimizer.stats import cv
+from optimizer.vcs import request_for_run
 from optimizer.vcs_merge import MergeTool, merge3
-from tlxstore.events import CandidateProposed, CaseSpeedup
+from tlxstore.events import (
+    BenchmarkSampled,
+    CandidateProposed,
+    CaseSpeedup,
+    FinalistRevalidated,
+    Phase,
+    SourceStored,
+)
+from tlxstore.fold import fold
+from tlxstore.hashing import digest_text
+from tlxstore.runlog import RunLog
 
 CASES = [
     CaseSpeedup(
@@ -150,3 +162,60 @@ def test_merge_keeps_a_file_without_final_newline(tool: MergeTool) -> None:
         base, base.replace(b"line 1\n", b"line one\n"), base.replace(b"line 10", b"x"), tool
     )
     assert res.text == base.replace(b"line 1\n", b"line one\n").replace(b"line 10", b"x")
+
+
+def test_a_runs_commit_request_comes_from_its_events(tmp_path) -> None:
+    base, winner = "BLOCK = 64\n", "BLOCK = 1024\n"
+    events = []
+    for cid, parent, text, title in (
+        ("baseline", None, base, None),
+        ("c001", "baseline", winner, "Widen blocks"),
+    ):
+        h = digest_text(text)
+        events += [
+            SourceStored(source_hash=h, normalized_hash=h, text=text, size_bytes=len(text)),
+            CandidateProposed(
+                candidate_id=cid,
+                parent_id=parent,
+                round=0 if parent is None else 1,
+                provider="tune",
+                hypothesis="wider blocks",
+                change="BLOCK 64 -> 1024",
+                commit_title=title,
+                source_hash=h,
+                normalized_hash=h,
+            ),
+        ]
+    fresh_baseline_us = [10.0, 11.0, 12.0, 10.5]
+    events += [
+        BenchmarkSampled(candidate_id="baseline", case_id="small", samples_us=[50.0, 9.0]),
+        BenchmarkSampled(
+            candidate_id="baseline",
+            case_id="small",
+            phase=Phase.REVALIDATION,
+            samples_us=fresh_baseline_us,
+        ),
+        FinalistRevalidated(
+            candidate_id="c001",
+            survived=True,
+            reason="faster",
+            speedup=1.25,
+            ci_low=1.2,
+            ci_high=1.3,
+            alternations=3,
+            cases=[CASES[0].model_copy(update={"baseline_cv": None})],
+        ),
+    ]
+    log = RunLog.create(tmp_path / "run", "r1")
+    log.append(events)
+    state = fold(log.envelopes())
+    req = request_for_run(state, "c001", tmp_path / "k.py", None, lambda _src: True)
+    assert (req.base_source, req.winner_source) == (base, winner)
+    assert req.subject == "Widen blocks"
+    assert req.summary == "Hypothesis: wider blocks\nChange: BLOCK 64 -> 1024"
+    assert (req.speedup, req.ci_low, req.ci_high) == (1.25, 1.2, 1.3)
+    # The baseline CV is that of the fresh baseline measured beside the finalist.
+    assert req.cases[0].baseline_cv == pytest.approx(cv(fresh_baseline_us))
+    assert request_for_run(state, "c001", tmp_path / "k.py", "Mine", lambda _s: True).subject == (
+        "Mine"
+    )
