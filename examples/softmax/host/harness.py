@@ -1,0 +1,83 @@
+"""Row-softmax bundle, host target: the Triton interpreter on the CPU.
+
+Timings are wall-clock microseconds of the interpreter, not of a GPU. Inputs are fresh random
+tensors on every call (from torch's global generator, which tlxdb seeds freshly per call).
+"""
+
+import importlib.util
+import math
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import torch
+
+ENTRY = "softmax"
+
+
+def _load(kernel_source):
+    folder = Path(tempfile.mkdtemp(prefix="tlxdb-softmax-"))
+    path = folder / "kernel.py"
+    path.write_text(kernel_source)
+    name = f"tlxdb_softmax_{uuid.uuid4().hex}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _inputs(case):
+    p = case["parameters"]
+    dtype = getattr(torch, p.get("dtype", "float32"))
+    return (torch.randn(p["n_rows"], p["n_cols"]) * 4).to(dtype)
+
+
+def build(kernel_source, target):
+    try:
+        module = _load(kernel_source)
+        fn = getattr(module, ENTRY)
+        for shape in ((2, 5), (3, 700)):  # short and long rows: a launch error fails the build
+            y = fn(torch.randn(*shape))
+            if tuple(y.shape) != shape:
+                raise ValueError(f"{ENTRY} returned shape {tuple(y.shape)} for a {shape} input")
+    except Exception as e:  # any failure to import or launch is a failed build
+        return {"success": False, "artifact": None, "diagnostics": f"{type(e).__name__}: {e}"}
+    return {"success": True, "artifact": fn, "diagnostics": ""}
+
+
+def verify(artifact, case):
+    x = _inputs(case)
+    x_before = x.clone()
+    y = artifact(x)
+    ref = torch.softmax(x.float(), dim=-1)
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape or y.dtype != x.dtype:
+        return {"passed": False, "diagnostics": "output has the wrong type, shape or dtype"}
+    if y.data_ptr() == x.data_ptr() or not torch.equal(x, x_before):
+        return {"passed": False, "diagnostics": "the kernel wrote into its input"}
+    err = (y.float() - ref).abs()
+    max_abs = float(err.max())
+    max_rel = float((err / ref.abs().clamp_min(1e-12)).max())
+    atol, rtol = (1e-6, 1e-4) if x.dtype == torch.float32 else (1e-5, 1.6e-2)
+    passed = bool(torch.isfinite(y).all()) and bool((err <= atol + rtol * ref.abs()).all())
+    diagnostics = "" if passed else f"max abs error {max_abs:.3g}, max rel error {max_rel:.3g}"
+    return {"passed": passed, "diagnostics": diagnostics,
+            "metrics": {"max_abs_error": max_abs, "max_rel_error": max_rel if math.isfinite(max_rel) else None}}
+
+
+def benchmark(artifact, case, repetitions):
+    x = _inputs(case)
+    artifact(x)  # warm-up: the first call pays the interpreter's one-time costs
+    samples = []
+    for _ in range(repetitions):
+        start = time.perf_counter()
+        artifact(x)
+        samples.append((time.perf_counter() - start) * 1e6)
+    return {
+        "samples_us": samples,
+        "warmup_count": 1,
+        "cache_policy": "cpu-interpreter wall clock",
+        "bytes_moved": 2 * x.numel() * x.element_size(),
+    }

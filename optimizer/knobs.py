@@ -1,0 +1,574 @@
+"""A kernel's launch and compile knobs, found by reading its source (AST), and rewritten in place.
+
+What counts as a knob (each an integer literal the source states, or a default it could state):
+- a `tl.constexpr` argument at a launch site `kernel[grid](..., BLOCK=128)` (keyword or
+  positional), and `num_warps` / `num_stages` there (absent ones are knobs at Triton's default,
+  rewritten by inserting the keyword);
+- a module-level or function-local constant that feeds one of those (`BLOCK = 256` ...
+  `BLOCK=BLOCK`): the knob is the constant, named after it;
+- the `triton.Config` list of `@triton.autotune`: a one-config list gives its keys, `num_warps`
+  and `num_stages` as knobs; a longer list is an `AutotuneChoice` (pinning one of its configs is
+  a move; once pinned, the config's values are knobs).
+
+Invariants:
+- `apply_knobs(source, values)` changes only the literals (or inserts only the keywords) of the
+  knobs whose value changes; every other byte of the source is kept, so a diff shows one change.
+- Rewriting is independent of the path: applying a full configuration to any source with the
+  same skeleton gives the same text, so a configuration has one source text per skeleton.
+- A source that does not parse raises KnobError; a source without knobs has an empty space.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from tlxstore.errors import TlxdbError
+
+# Triton's launch defaults (triton.Config and the JIT launcher use the same ones on CUDA).
+DEFAULT_NUM_WARPS = 4
+DEFAULT_NUM_STAGES = 3
+_COMPILE_KWARGS = {"num_warps", "num_stages"}
+
+
+class KnobError(TlxdbError):
+    """The kernel source cannot be read for knobs."""
+
+
+class KnobRole(StrEnum):
+    """What a knob controls; it decides the knob's domain and constraints."""
+
+    BLOCK = "block"  # a tile/block size (fed to tl.arange or named BLOCK/TILE): a power of two
+    WARPS = "num_warps"
+    STAGES = "num_stages"
+    INTEGER = "integer"  # another integer constexpr (GROUP_M ...)
+
+
+class KnobOrigin(StrEnum):
+    LAUNCH = "launch"  # a literal at a launch site
+    CONSTANT = "constant"  # a module-level or local constant feeding a launch or a config
+    AUTOTUNE = "autotune"  # a value of the single triton.Config of an autotune list
+
+
+class Site(BaseModel):
+    """Where a knob's value lives: source[start:end] (UTF-8 byte offsets) is replaced by
+    `prefix + str(value)`. An insertion site has start == end and a prefix like ", num_warps="."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: int
+    end: int
+    prefix: str = ""
+
+
+class Knob(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    value: int
+    role: KnobRole
+    origin: KnobOrigin
+    kernel: str  # the @triton.jit function it configures
+    sites: list[Site]
+    explicit: bool = True  # False: not written in the source (a Triton default)
+    loop_step: bool = False  # the kernel walks a loop in steps of this value
+
+
+class KernelInfo(BaseModel):
+    """What the AST says about one @triton.jit function."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    params: list[str]
+    constexpr_params: list[str]
+    arange_params: list[str]  # constexpr params used inside tl.arange(...)
+    loop_step_params: list[str]  # constexpr params used as the step of a range(...) loop
+    uses_dot: bool
+
+
+class AutotuneChoice(BaseModel):
+    """An autotune list of several configs; pinning config i replaces the list with it alone."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kernel: str
+    configs: list[dict[str, int]]  # per config: its constexpr values plus num_warps/num_stages
+    site: Site  # the list expression
+
+
+class KnobSpace(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    knobs: list[Knob] = []
+    kernels: dict[str, KernelInfo] = {}
+    autotune_choices: list[AutotuneChoice] = []
+
+    def values(self) -> dict[str, int]:
+        return {k.name: k.value for k in self.knobs}
+
+    def by_name(self) -> dict[str, Knob]:
+        return {k.name: k for k in self.knobs}
+
+
+# ---- reading --------------------------------------------------------------------------------
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    if isinstance(node, ast.Call):
+        return _dotted(node.func)
+    return ""
+
+
+def _int_literal(node: ast.AST | None) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def _is_jit(fn: ast.FunctionDef) -> bool:
+    names = {_dotted(d).split(".")[-1] for d in fn.decorator_list}
+    return bool(names & {"jit", "autotune", "heuristics"})
+
+
+def _is_constexpr(annotation: ast.AST | None) -> bool:
+    return annotation is not None and _dotted(annotation).split(".")[-1] == "constexpr"
+
+
+def _kernel_info(fn: ast.FunctionDef) -> KernelInfo:
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
+    constexpr = [
+        a.arg
+        for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+        if _is_constexpr(a.annotation)
+    ]
+    arange: set[str] = set()
+    loop_step: set[str] = set()
+    uses_dot = False
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Call):
+            continue
+        callee = _dotted(node.func).split(".")[-1]
+        if callee == "dot":
+            uses_dot = True
+        if callee == "arange":
+            for arg in node.args:
+                arange |= {n.id for n in ast.walk(arg) if isinstance(n, ast.Name)}
+        if callee in {"range", "static_range"} and len(node.args) >= 3:
+            loop_step |= {n.id for n in ast.walk(node.args[2]) if isinstance(n, ast.Name)}
+    return KernelInfo(
+        name=fn.name,
+        params=params,
+        constexpr_params=constexpr,
+        arange_params=sorted(arange & set(constexpr)),
+        loop_step_params=sorted(loop_step & set(constexpr)),
+        uses_dot=uses_dot,
+    )
+
+
+class _Offsets:
+    """AST (line, column) positions to UTF-8 byte offsets of the whole source."""
+
+    def __init__(self, data: bytes) -> None:
+        self.line_starts = [0]
+        for i, b in enumerate(data):
+            if b == 0x0A:
+                self.line_starts.append(i + 1)
+
+    def start(self, node: ast.AST) -> int:
+        return self.line_starts[node.lineno - 1] + node.col_offset  # type: ignore[attr-defined]
+
+    def end(self, node: ast.AST) -> int:
+        return self.line_starts[node.end_lineno - 1] + node.end_col_offset  # type: ignore[attr-defined]
+
+
+def _single_int_assignments(body: list[ast.stmt]) -> dict[str, ast.Constant]:
+    """Names assigned exactly once in `body` (not nested), to an int literal."""
+    counts: dict[str, int] = {}
+    literal: dict[str, ast.Constant] = {}
+    for stmt in body:
+        targets: list[ast.expr] = []
+        value: ast.expr | None = None
+        if isinstance(stmt, ast.Assign):
+            targets, value = stmt.targets, stmt.value
+        elif isinstance(stmt, ast.AnnAssign | ast.AugAssign):
+            targets, value = [stmt.target], getattr(stmt, "value", None)
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name):
+                    counts[n.id] = counts.get(n.id, 0) + 1
+                    if (
+                        isinstance(stmt, ast.Assign | ast.AnnAssign)
+                        and isinstance(t, ast.Name)
+                        and _int_literal(value) is not None
+                    ):
+                        literal[n.id] = value  # type: ignore[assignment]
+    return {k: v for k, v in literal.items() if counts.get(k) == 1}
+
+
+def _role(name: str, kernel: KernelInfo | None, param: str) -> KnobRole:
+    if param == "num_warps":
+        return KnobRole.WARPS
+    if param == "num_stages":
+        return KnobRole.STAGES
+    if kernel is not None and param in kernel.arange_params:
+        return KnobRole.BLOCK
+    if re.search(r"BLOCK|TILE", param.upper()) or re.search(r"BLOCK|TILE", name.upper()):
+        return KnobRole.BLOCK
+    return KnobRole.INTEGER
+
+
+class _Collector:
+    def __init__(self, source: str) -> None:
+        try:
+            self.tree = ast.parse(source)
+        except (SyntaxError, ValueError) as e:
+            raise KnobError(f"the kernel source does not parse: {e}") from e
+        self.data = source.encode("utf-8")
+        self.off = _Offsets(self.data)
+        self.kernels: dict[str, KernelInfo] = {}
+        self.jit_defs: dict[str, ast.FunctionDef] = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.FunctionDef) and _is_jit(node):
+                self.kernels[node.name] = _kernel_info(node)
+                self.jit_defs[node.name] = node
+        self.module_consts = _single_int_assignments(self.tree.body)
+        self.module_lists: dict[str, ast.expr] = {}
+        for stmt in self.tree.body:
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and isinstance(stmt.value, ast.List)
+            ):
+                self.module_lists[stmt.targets[0].id] = stmt.value
+        self.knobs: dict[str, Knob] = {}
+        self.choices: list[AutotuneChoice] = []
+
+    # A knob found at several sites with the same value is one knob; different values are not.
+    def _add(
+        self,
+        name: str,
+        value: int,
+        role: KnobRole,
+        origin: KnobOrigin,
+        kernel: str,
+        site: Site,
+        explicit: bool = True,
+    ) -> None:
+        info = self.kernels.get(kernel)
+        loop_step = info is not None and name in info.loop_step_params
+        existing = self.knobs.get(name)
+        if existing is not None:
+            if existing.sites[0] == site:
+                return
+            if existing.value == value and existing.explicit == explicit:
+                self.knobs[name] = existing.model_copy(
+                    update={
+                        "sites": [*existing.sites, site],
+                        "loop_step": existing.loop_step or loop_step,
+                    }
+                )
+                return
+            name = f"{kernel}.{name}"
+            if name in self.knobs:
+                return
+        self.knobs[name] = Knob(
+            name=name,
+            value=value,
+            role=role,
+            origin=origin,
+            kernel=kernel,
+            sites=[site],
+            explicit=explicit,
+            loop_step=loop_step,
+        )
+
+    def _literal_site(self, node: ast.AST) -> Site:
+        return Site(start=self.off.start(node), end=self.off.end(node))
+
+    def _resolve(
+        self, expr: ast.expr, local_consts: dict[str, ast.Constant]
+    ) -> tuple[str | None, int, Site, KnobOrigin] | None:
+        """(constant name or None, value, site, origin) of an int literal or a constant feeding it."""
+        value = _int_literal(expr)
+        if value is not None:
+            return None, value, self._literal_site(expr), KnobOrigin.LAUNCH
+        if isinstance(expr, ast.Name):
+            const = local_consts.get(expr.id) or self.module_consts.get(expr.id)
+            value = _int_literal(const)
+            if const is not None and value is not None:
+                return expr.id, value, self._literal_site(const), KnobOrigin.CONSTANT
+        return None
+
+    def collect(self) -> KnobSpace:
+        self._collect_autotune()
+        self._collect_launches(self.tree.body, {})
+        return KnobSpace(
+            knobs=list(self.knobs.values()), kernels=self.kernels, autotune_choices=self.choices
+        )
+
+    def _collect_launches(self, body: list[ast.stmt], outer: dict[str, ast.Constant]) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                if stmt.name in self.jit_defs:
+                    continue
+                local = {**outer, **_single_int_assignments(stmt.body)}
+                self._collect_launches(stmt.body, local)
+                continue
+            if isinstance(stmt, ast.ClassDef):
+                self._collect_launches(stmt.body, outer)
+                continue
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Call):
+                    self._launch(node, outer)
+
+    def _launch(self, call: ast.Call, consts: dict[str, ast.Constant]) -> None:
+        if not isinstance(call.func, ast.Subscript):
+            return
+        kernel_name = _dotted(call.func.value)
+        info = self.kernels.get(kernel_name)
+        if info is None:
+            return
+        autotuned = any(c.kernel == kernel_name for c in self.choices) or any(
+            k.origin == KnobOrigin.AUTOTUNE and k.kernel == kernel_name for k in self.knobs.values()
+        )
+        args: list[tuple[str, ast.expr]] = []
+        if not any(isinstance(a, ast.Starred) for a in call.args):
+            args += [(p, a) for p, a in zip(info.params, call.args, strict=False)]
+        args += [(kw.arg, kw.value) for kw in call.keywords if kw.arg is not None]
+        given = {p for p, _ in args}
+        for param, expr in args:
+            if param not in info.constexpr_params and param not in _COMPILE_KWARGS:
+                continue
+            found = self._resolve(expr, consts)
+            if found is None:
+                continue
+            const_name, value, site, origin = found
+            name = const_name or param
+            self._add(name, value, _role(name, info, param), origin, kernel_name, site)
+        if autotuned or any(kw.arg is None for kw in call.keywords):
+            return  # the autotuner (or a **kwargs) decides num_warps/num_stages
+        last = call.args + [kw.value for kw in call.keywords]
+        insert_at = self.off.end(max(last, key=self.off.end)) if last else self.off.end(call) - 1
+        sep = ", " if last else ""
+        for param, default in (
+            ("num_warps", DEFAULT_NUM_WARPS),
+            ("num_stages", DEFAULT_NUM_STAGES),
+        ):
+            if param not in given:
+                site = Site(start=insert_at, end=insert_at, prefix=f"{sep}{param}=")
+                self._add(
+                    param,
+                    default,
+                    _role(param, info, param),
+                    KnobOrigin.LAUNCH,
+                    kernel_name,
+                    site,
+                    explicit=False,
+                )
+
+    def _collect_autotune(self) -> None:
+        for name, fn in self.jit_defs.items():
+            for dec in fn.decorator_list:
+                if not (isinstance(dec, ast.Call) and _dotted(dec).split(".")[-1] == "autotune"):
+                    continue
+                configs_expr = next((kw.value for kw in dec.keywords if kw.arg == "configs"), None)
+                if configs_expr is None and dec.args:
+                    configs_expr = dec.args[0]
+                if isinstance(configs_expr, ast.Name):
+                    configs_expr = self.module_lists.get(configs_expr.id)
+                if not isinstance(configs_expr, ast.List):
+                    continue
+                configs = [c for c in configs_expr.elts if isinstance(c, ast.Call)]
+                if len(configs) != len(configs_expr.elts) or not configs:
+                    continue
+                if len(configs) == 1:
+                    self._single_config(name, configs[0])
+                else:
+                    values = [self._config_values(c) for c in configs]
+                    if all(v is not None for v in values):
+                        self.choices.append(
+                            AutotuneChoice(
+                                kernel=name,
+                                configs=values,  # type: ignore[arg-type]
+                                site=self._literal_site(configs_expr),
+                            )
+                        )
+
+    def _config_values(self, call: ast.Call) -> dict[str, int] | None:
+        kwargs = (
+            call.args[0]
+            if call.args
+            else next((kw.value for kw in call.keywords if kw.arg == "kwargs"), None)
+        )
+        if not isinstance(kwargs, ast.Dict):
+            return None
+        out: dict[str, int] = {}
+        for k, v in zip(kwargs.keys, kwargs.values, strict=True):
+            if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
+                return None
+            iv = _int_literal(v)
+            if iv is None:
+                return None
+            out[k.value] = iv
+        out["num_warps"] = DEFAULT_NUM_WARPS
+        out["num_stages"] = DEFAULT_NUM_STAGES
+        for kw in call.keywords:
+            if kw.arg in _COMPILE_KWARGS:
+                iv = _int_literal(kw.value)
+                if iv is None:
+                    return None
+                out[kw.arg] = iv
+        return out
+
+    def _single_config(self, kernel: str, call: ast.Call) -> None:
+        info = self.kernels[kernel]
+        kwargs = call.args[0] if call.args else None
+        if isinstance(kwargs, ast.Dict):
+            for k, v in zip(kwargs.keys, kwargs.values, strict=True):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                    found = self._resolve(v, {})
+                    if found is not None:
+                        const_name, value, site, origin = found
+                        self._add(
+                            const_name or k.value,
+                            value,
+                            _role(k.value, info, k.value),
+                            KnobOrigin.CONSTANT if const_name else KnobOrigin.AUTOTUNE,
+                            kernel,
+                            site,
+                        )
+        present = {kw.arg for kw in call.keywords}
+        for kw in call.keywords:
+            if kw.arg in _COMPILE_KWARGS:
+                found = self._resolve(kw.value, {})
+                if found is not None:
+                    const_name, value, site, origin = found
+                    self._add(
+                        const_name or kw.arg,
+                        value,
+                        _role(kw.arg, info, kw.arg),
+                        KnobOrigin.CONSTANT if const_name else KnobOrigin.AUTOTUNE,
+                        kernel,
+                        site,
+                    )
+        parts = call.args + [kw.value for kw in call.keywords]
+        insert_at = self.off.end(max(parts, key=self.off.end)) if parts else self.off.end(call) - 1
+        sep = ", " if parts else ""
+        for param, default in (
+            ("num_warps", DEFAULT_NUM_WARPS),
+            ("num_stages", DEFAULT_NUM_STAGES),
+        ):
+            if param not in present:
+                self._add(
+                    param,
+                    default,
+                    _role(param, info, param),
+                    KnobOrigin.AUTOTUNE,
+                    kernel,
+                    Site(start=insert_at, end=insert_at, prefix=f"{sep}{param}="),
+                    explicit=False,
+                )
+
+
+@functools.lru_cache(maxsize=512)
+def find_knobs(source: str) -> KnobSpace:
+    """Every knob of every kernel launched or autotuned in `source` (cached: a pure function of
+    the text; the result is frozen)."""
+    return _Collector(source).collect()
+
+
+def knob_values(source: str) -> dict[str, int]:
+    """The configuration a source states: knob name -> value ({} when it does not parse)."""
+    try:
+        return find_knobs(source).values()
+    except KnobError:
+        return {}
+
+
+# ---- rewriting ------------------------------------------------------------------------------
+
+
+def _edit(source: str, edits: list[tuple[Site, str]]) -> str:
+    data = source.encode("utf-8")
+    # Insertions at one point keep their order; replacements never overlap.
+    ordered = sorted(enumerate(edits), key=lambda ie: (ie[1][0].start, ie[0]), reverse=True)
+    for _, (site, text) in ordered:
+        data = data[: site.start] + text.encode("utf-8") + data[site.end :]
+    return data.decode("utf-8")
+
+
+def apply_knobs(source: str, values: Mapping[str, int]) -> str:
+    """`source` with the named knobs set to `values` (only changed knobs are touched)."""
+    space = find_knobs(source)
+    by_name = space.by_name()
+    unknown = sorted(set(values) - set(by_name))
+    if unknown:
+        raise KnobError(f"the kernel has no knob {', '.join(unknown)}")
+    edits: list[tuple[Site, str]] = []
+    for knob in space.knobs:  # the source's order: insertions at one point come out the same
+        if knob.name not in values:
+            continue
+        name, value = knob.name, values[knob.name]
+        if type(value) is not int:
+            raise KnobError(f"knob {name}: {value!r} is not an integer")
+        if value == knob.value:
+            continue
+        edits += [(site, f"{site.prefix}{value}") for site in knob.sites]
+    return _edit(source, edits)
+
+
+def _config_text(values: Mapping[str, int]) -> str:
+    consts = ", ".join(f"{k!r}: {v}" for k, v in values.items() if k not in _COMPILE_KWARGS)
+    return (
+        f"[triton.Config({{{consts}}}, num_warps={values['num_warps']}, "
+        f"num_stages={values['num_stages']})]"
+    )
+
+
+def pin_autotune(source: str, kernel: str, index: int) -> str:
+    """`source` with the autotune list of `kernel` replaced by its config `index` alone."""
+    choice = next((c for c in find_knobs(source).autotune_choices if c.kernel == kernel), None)
+    if choice is None or not 0 <= index < len(choice.configs):
+        raise KnobError(f"kernel {kernel} has no autotune config {index}")
+    return _edit(source, [(choice.site, _config_text(choice.configs[index]))])
+
+
+def declared_space(tuning_space: Mapping[str, Any] | None) -> dict[str, list[int]]:
+    """The space a target declares (target.json "tuning_space"): knob -> allowed integer values,
+    sorted and deduplicated. A malformed declaration raises KnobError naming the knob."""
+    out: dict[str, list[int]] = {}
+    for name, values in (tuning_space or {}).items():
+        if not isinstance(values, list) or not values:
+            raise KnobError(f"tuning_space.{name}: must be a non-empty list of integers")
+        if any(type(v) is not int or v <= 0 for v in values):
+            raise KnobError(f"tuning_space.{name}: every value must be a positive integer")
+        out[name] = sorted(set(values))
+    return out
+
+
+def config_signature(values: Mapping[str, Any]) -> str:
+    """The canonical text of a configuration: "BLOCK=64,num_warps=4" (names sorted)."""
+    return ",".join(f"{k}={values[k]}" for k in sorted(values))
+
+
+def parse_signature(signature: str) -> dict[str, int] | None:
+    """The configuration a signature names, or None when it is not one (another provider's)."""
+    out: dict[str, int] = {}
+    for part in signature.split(","):
+        name, sep, value = part.strip().partition("=")
+        if not sep or not name or not re.fullmatch(r"-?\d+", value.strip()):
+            return None
+        out[name.strip()] = int(value)
+    return out or None

@@ -1,0 +1,752 @@
+"""The `tune` provider: no model; a pattern search over the kernel's launch and compile knobs.
+
+The strategy (docs/TUNE.md has the long form):
+- Knobs come from the parent's source (optimizer.knobs); their domains from the target's declared
+  `tuning_space` or, failing that, from their role (block sizes: powers of two; warps and stages:
+  what the backend accepts). The interpreter ignores warps and stages, so on the cpu backend only
+  constexpr knobs are searched.
+- The evidence is every measured candidate of this kernel under this measurement identity, in any
+  run (ctx.measured). A measured entry counts as a configuration of *this* kernel only when
+  rendering that configuration onto the parent (or the original) gives exactly its source hash.
+- The center is the best measured configuration. The first proposal of a run re-adopts the best
+  configuration of prior runs (ctx.prior_best) as a replay of that candidate (re-measured against
+  this run's baseline, not answered from the store), so a second run starts where the first ended.
+- Moves are per-knob steps in log2 (domain-index) space from the center: the first step in a
+  direction is half the room left that way; a step in the direction that just improved doubles
+  (the search accelerates); a direction with a worse point ahead bisects toward it; a direction
+  whose neighbour is worse or failed is closed. When every single-knob move is closed, pairs of
+  knobs move together by one step. Moves are ranked by what the evidence says helped (a direction
+  that improved before first), then unexplored directions, then refinements.
+- A configuration already measured for this kernel, bundle and hardware (any run), one that
+  breaks a constraint (power of two, limits on blocks and warps, shared memory, registers), or
+  one already proposed in this run is never proposed. When no move is left the provider returns
+  SearchExhausted with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from optimizer.identity import source_hashes
+from optimizer.knobs import (
+    DEFAULT_NUM_STAGES,
+    KnobError,
+    KnobRole,
+    KnobSpace,
+    apply_knobs,
+    config_signature,
+    declared_space,
+    find_knobs,
+    parse_signature,
+    pin_autotune,
+)
+from optimizer.providers import ProviderOptions
+from optimizer.providers.base import (
+    MeasuredCandidate,
+    Proposal,
+    ProviderContext,
+    ProviderError,
+    Recorder,
+    SearchExhausted,
+)
+
+# Hardware limits the search respects. Shared memory per block (bytes) by compute capability.
+_SMEM_BYTES_BY_ARCH = {
+    "sm_90": 232448,
+    "sm_100": 232448,
+    "sm_89": 101376,
+    "sm_86": 101376,
+    "sm_80": 166912,
+}
+_DEFAULT_SMEM_BYTES = 101376
+_MAX_TENSOR_NUMEL = 1 << 20  # Triton's limit on the elements of one block tensor
+_MAX_BLOCK = 1 << 14  # a 1-D block beyond 16K elements per program does not pay
+_MIN_BLOCK = 16
+_MAX_VALUES_PER_THREAD = 128  # beyond this a block tensor spills registers
+_WARPS = {"cuda": [1, 2, 4, 8, 16, 32], "hip": [1, 2, 4, 8, 16], "cpu": [1, 2, 4, 8, 16, 32]}
+_STAGES = [1, 2, 3, 4, 5]
+_ROLE_ORDER = {KnobRole.BLOCK: 0, KnobRole.WARPS: 1, KnobRole.STAGES: 2, KnobRole.INTEGER: 3}
+
+Config = dict[str, int]
+
+
+def _key(config: Config) -> str:
+    return config_signature(config)
+
+
+@dataclass(frozen=True)
+class _Point:
+    config: Config
+    score: float | None  # log(speedup vs baseline); None: failed
+    run_id: str
+    candidate_id: str
+
+
+@dataclass(frozen=True)
+class _Move:
+    config: Config
+    rank: tuple
+    evidence: str
+
+
+class TuneProvider:
+    """Searches launch/compile knobs by rewriting the parent source; see the module docstring."""
+
+    name = "tune"
+    model: str | None = None
+
+    def __init__(self) -> None:
+        self._proposed: dict[str, set[str]] = {}  # run_id -> source hashes proposed in this process
+
+    # ---- the protocol ---------------------------------------------------------------------
+    def propose(self, ctx: ProviderContext, record: Recorder) -> Proposal | SearchExhausted:
+        """One configuration change of ctx.parent_source, or SearchExhausted with the reason."""
+        try:
+            base, space = self._base(ctx)
+        except KnobError as e:
+            raise ProviderError(f"tune: {e.message}") from e
+        if isinstance(base, Proposal | SearchExhausted):
+            return base
+        domains = self._domains(ctx, space)
+        if not domains:
+            return SearchExhausted(
+                reason="tune: the kernel states no tunable launch or compile knob"
+            )
+        names = sorted(domains)
+        points, taken = self._evidence(ctx, base, space, names)
+        proposed = self._proposed.setdefault(ctx.run_id, set())
+        parent_config = {n: space.by_name()[n].value for n in names}
+
+        adopt = self._adoption(ctx, base, space, names, points, taken, proposed)
+        if adopt is not None:
+            return adopt
+
+        # The center is the incumbent (the parent) when it is a measured configuration of this
+        # kernel: a rejected neighbour that measured a hair faster does not move the search.
+        best = max(points.values(), key=lambda p: _order(p.score), default=None)
+        center = points.get(_key(parent_config))
+        if center is None or center.score is None:
+            center = best
+        center_config = (
+            center.config if center is not None and center.score is not None else parent_config
+        )
+        if any(center_config[n] not in domains[n] for n in names):
+            center_config = {n: _nearest(domains[n], center_config[n]) for n in names}
+        for move in self._moves(ctx, space, domains, names, center_config, points):
+            source = apply_knobs(base, move.config)
+            raw, _ = source_hashes(source)
+            if _key(move.config) in taken or raw in taken or raw in proposed:
+                continue
+            proposed.add(raw)
+            return self._proposal(ctx, space, source, parent_config, move, center, len(points))
+        best_text = (
+            f"{_key(center.config)} at {math.exp(center.score):.3g}x the baseline"
+            if center is not None and center.score is not None
+            else _key(parent_config)
+        )
+        return SearchExhausted(
+            reason=(
+                f"tune: every neighbour of the best configuration ({best_text}) is measured, "
+                f"failed or outside the constraints; {len(points)} configurations of this "
+                f"kernel measured"
+            )
+        )
+
+    # ---- what is being tuned --------------------------------------------------------------
+    def _base(self, ctx: ProviderContext) -> tuple[str | Proposal | SearchExhausted, KnobSpace]:
+        """The source whose knobs are tuned: the parent, or a pinned config of its autotune list."""
+        space = find_knobs(ctx.parent_source)
+        if not space.autotune_choices:
+            return ctx.parent_source, space
+        measured = {m.source_hash: m for m in ctx.measured}
+        best: tuple[float, str] | None = None
+        for choice in space.autotune_choices:
+            for i, config in enumerate(choice.configs):
+                pinned = pin_autotune(ctx.parent_source, choice.kernel, i)
+                raw, _ = source_hashes(pinned)
+                entry = measured.get(raw)
+                if entry is None:
+                    if raw in self._proposed.get(ctx.run_id, set()):
+                        continue
+                    self._proposed.setdefault(ctx.run_id, set()).add(raw)
+                    sig = config_signature(config)
+                    return Proposal(
+                        source=pinned,
+                        hypothesis=(
+                            f"Pinning the autotuner of {choice.kernel} to config {i} "
+                            f"({sig}) measures that config alone and drops the tuning pass"
+                        ),
+                        evidence=(
+                            f"{choice.kernel} autotunes over {len(choice.configs)} configs; "
+                            "none of the pinned variants after this one has been measured"
+                        ),
+                        change=f"autotune configs of {choice.kernel} → [{sig}]",
+                        expected_effect="the time of the config the autotuner would pick, or better",
+                        risk="one config for every shape: cases with other sizes may prefer another",
+                        hypothesis_kind="autotune_pin",
+                        knobs=config,
+                    ), space
+                speedup = entry.speedup if entry.outcome in ("promoted", "rejected") else None
+                if speedup is not None and (best is None or speedup > best[0]):
+                    best = (speedup, pinned)
+            if best is None:
+                return SearchExhausted(
+                    reason=f"tune: every autotune config of {choice.kernel} failed when pinned"
+                ), space
+            return best[1], find_knobs(best[1])
+        return ctx.parent_source, space
+
+    def _domains(self, ctx: ProviderContext, space: KnobSpace) -> dict[str, list[int]]:
+        declared = declared_space(ctx.target.tuning_space)
+        knobs = space.by_name()
+        if declared:
+            unknown = sorted(set(declared) - set(knobs))
+            if unknown:
+                raise ProviderError(
+                    f"tune: tuning_space names {', '.join(unknown)}, which the kernel does not have"
+                )
+            return {n: sorted(set(v) | {knobs[n].value}) for n, v in declared.items()}
+        backend = ctx.target.backend
+        largest = max(
+            (v for c in ctx.cases for v in c.parameters.values() if type(v) is int and v > 0),
+            default=_MAX_BLOCK,
+        )
+        block_hi = min(_MAX_BLOCK, 1 << max(0, math.ceil(math.log2(largest))))
+        out: dict[str, list[int]] = {}
+        for k in space.knobs:
+            info = space.kernels.get(k.kernel)
+            if k.role == KnobRole.BLOCK:
+                if k.value & (k.value - 1):
+                    continue  # not a power of two: the kernel chose it for a reason of its own
+                lo = min(k.value, _MIN_BLOCK)
+                hi = max(k.value, block_hi)
+                out[k.name] = [1 << e for e in range(lo.bit_length() - 1, hi.bit_length())]
+            elif k.role == KnobRole.WARPS and backend != "cpu":
+                out[k.name] = sorted(set(_WARPS[backend]) | {k.value})
+            elif k.role == KnobRole.STAGES and backend != "cpu":
+                has_loop = info is not None and (info.uses_dot or info.loop_step_params)
+                if has_loop or k.value != DEFAULT_NUM_STAGES:
+                    out[k.name] = sorted(set(_STAGES) | {k.value})
+            elif k.role == KnobRole.INTEGER and k.value > 0 and not k.value & (k.value - 1):
+                out[k.name] = [1 << e for e in range(0, max(k.value, 64).bit_length())]
+        return out
+
+    # ---- the evidence -----------------------------------------------------------------------
+    def _evidence(
+        self, ctx: ProviderContext, base: str, space: KnobSpace, names: list[str]
+    ) -> tuple[dict[str, _Point], set[str]]:
+        """Measured configurations of this kernel (by config key) and everything already taken
+        (config keys and source hashes, including pending and excluded ones)."""
+        parent_values = space.values()
+        renders: dict[str, Config] = {}
+        for src in (base, ctx.original_source, ctx.parent_source):
+            try:
+                renders[source_hashes(src)[0]] = {n: v for n, v in find_knobs(src).values().items()}
+            except KnobError:
+                continue
+        points: dict[str, _Point] = {}
+        taken: set[str] = set()
+        baseline = self._baseline_config(ctx, base, names)
+        if baseline is not None:  # the unit of every speedup; the store lists decided candidates
+            points[_key(baseline)] = _Point(baseline, 0.0, ctx.run_id, "baseline")
+            taken.add(_key(baseline))
+        for m in ctx.measured:
+            taken.add(m.source_hash)
+            config = self._config_of(m, base, names, parent_values, renders)
+            if config is None:
+                continue
+            key = _key(config)
+            taken.add(key)
+            decided, score = _score(m)
+            if not decided:
+                continue
+            old = points.get(key)
+            if old is None or _order(old.score) < _order(score):
+                points[key] = _Point(config, score, m.run_id, m.candidate_id)
+        for ex in ctx.exclusions:
+            sig = parse_signature(ex.signature)
+            if sig is not None and set(sig) == set(names):
+                taken.add(_key(sig))
+        return points, taken
+
+    @staticmethod
+    def _baseline_config(ctx: ProviderContext, base: str, names: list[str]) -> Config | None:
+        """The original kernel's configuration, when it is the same kernel as `base`."""
+        try:
+            values = find_knobs(ctx.original_source).values()
+            if not all(n in values for n in names):
+                return None
+            config = {n: values[n] for n in names}
+            same = apply_knobs(base, config) == ctx.original_source
+        except KnobError:
+            return None
+        return config if same else None
+
+    @staticmethod
+    def _config_of(
+        m: MeasuredCandidate,
+        base: str,
+        names: list[str],
+        parent_values: Config,
+        renders: dict[str, Config],
+    ) -> Config | None:
+        if m.source_hash in renders:
+            values = renders[m.source_hash]
+            return {n: values[n] for n in names} if all(n in values for n in names) else None
+        if not m.knobs or not all(n in m.knobs for n in names):
+            return None
+        config = {n: m.knobs[n] for n in names}
+        full = {**parent_values, **{k: v for k, v in m.knobs.items() if k in parent_values}}
+        try:
+            rendered = apply_knobs(base, full)
+        except KnobError:
+            return None
+        return config if source_hashes(rendered)[0] == m.source_hash else None
+
+    def _adoption(
+        self,
+        ctx: ProviderContext,
+        base: str,
+        space: KnobSpace,
+        names: list[str],
+        points: dict[str, _Point],
+        taken: set[str],
+        proposed: set[str],
+    ) -> Proposal | None:
+        """Re-adopt the best configuration of prior runs once per run, before searching."""
+        this_run = {_key(p.config) for p in points.values() if p.run_id == ctx.run_id}
+        parent_config = {n: space.by_name()[n].value for n in names}
+        for prior in ctx.prior_best:
+            if prior.run_id == ctx.run_id:
+                continue
+            point = next(
+                (
+                    p
+                    for p in points.values()
+                    if p.run_id == prior.run_id and p.candidate_id == prior.candidate_id
+                ),
+                None,
+            )
+            if point is None or point.score is None or point.score <= 0:
+                continue
+            key = _key(point.config)
+            if point.config == parent_config or key in this_run:
+                return None
+            source = apply_knobs(base, point.config)
+            raw, _ = source_hashes(source)
+            if raw in proposed:
+                return None
+            proposed.add(raw)
+            change = _change(parent_config, point.config)
+            return Proposal(
+                source=source,
+                hypothesis=(
+                    f"The best configuration of run {prior.run_id} ({key}) is the best "
+                    "known start: re-measure it against this run's baseline"
+                ),
+                evidence=(
+                    f"run {prior.run_id}, candidate {prior.candidate_id}: "
+                    f"{math.exp(point.score):.3g}x its baseline on this bundle and hardware"
+                ),
+                change=change,
+                expected_effect=f"about {math.exp(point.score):.3g}x the baseline, as measured before",
+                risk="none beyond measurement drift: the same source was measured before",
+                hypothesis_kind="launch_config",
+                knobs=point.config,
+                # a re-measurement on purpose: the loop must not answer it with the old result
+                replays=f"{prior.run_id}/{prior.candidate_id}",
+            )
+        return None
+
+    # ---- the moves ----------------------------------------------------------------------------
+    def _moves(
+        self,
+        ctx: ProviderContext,
+        space: KnobSpace,
+        domains: dict[str, list[int]],
+        names: list[str],
+        center: Config,
+        points: dict[str, _Point],
+    ) -> list[_Move]:
+        knobs = space.by_name()
+        by_key = {k: p for k, p in points.items()}
+        inert = {n for n in names if _inert(n, points, names)}
+        singles: list[_Move] = []
+        for n in names:
+            dom = domains[n]
+            i = dom.index(center[n])
+            for d in (+1, -1):
+                line = {
+                    dom.index(p.config[n]): p
+                    for p in points.values()
+                    if p.config[n] in dom and all(p.config[o] == center[o] for o in names if o != n)
+                }
+                ahead = [j for j in line if (j - i) * d > 0]
+                behind = [j for j in line if (j - i) * d < 0]
+                room = (len(dom) - 1 - i) if d > 0 else i
+                if room == 0:
+                    continue
+                if ahead:
+                    near = min(ahead, key=lambda j: abs(j - i))
+                    dist = abs(near - i)
+                    if dist == 1:
+                        continue  # the neighbour that way is worse: closed
+                    step, kind = dist // 2, 2
+                elif behind:
+                    step, kind = min(room, 2 * abs(min(behind, key=lambda j: abs(j - i)) - i)), 1
+                else:
+                    step, kind = max(1, math.ceil(room / 2)), 1
+                for s in range(step, 0, -1):  # shrink until the constraints hold
+                    config = {**center, n: dom[i + d * s]}
+                    if _key(config) in by_key:
+                        continue
+                    if _violation(ctx, space, config) is None:
+                        gain, note = _direction_evidence(n, d, center, points, names)
+                        if n in inert:
+                            singles.append(
+                                _Move(
+                                    config,
+                                    (5, _ROLE_ORDER[knobs[n].role], -d),
+                                    f"{note} {n} has made no measurable difference.",
+                                )
+                            )
+                            break
+                        rank = (
+                            (0, -gain)
+                            if gain is not None and gain > 0
+                            else (kind, _ROLE_ORDER[knobs[n].role], -d)
+                            if gain is None
+                            else (3, -gain)
+                        )
+                        singles.append(_Move(config, rank, note))
+                        break
+        singles.sort(key=lambda m: m.rank)
+        if singles:
+            return singles
+        # Every single move is closed: try the couplings one knob alone cannot reach. A block
+        # and the warps of its kernel move together (the work per thread stays the same); two
+        # blocks of one kernel move oppositely (the tile changes shape, not size).
+        pairs: list[_Move] = []
+        for a_i, a in enumerate(names):
+            for b in names[a_i + 1 :]:
+                ka, kb = knobs[a], knobs[b]
+                roles = {ka.role, kb.role}
+                if ka.kernel != kb.kernel:
+                    continue
+                if roles == {KnobRole.BLOCK, KnobRole.WARPS}:
+                    signs = [(+1, +1), (-1, -1)]
+                elif roles == {KnobRole.BLOCK}:
+                    signs = [(+1, -1), (-1, +1)]
+                else:
+                    continue
+                for da, db in signs:
+                    ia, ib = domains[a].index(center[a]) + da, domains[b].index(center[b]) + db
+                    if not (0 <= ia < len(domains[a]) and 0 <= ib < len(domains[b])):
+                        continue
+                    config = {**center, a: domains[a][ia], b: domains[b][ib]}
+                    if _key(config) in by_key or _violation(ctx, space, config) is not None:
+                        continue
+                    pairs.append(
+                        _Move(
+                            config,
+                            (4, _ROLE_ORDER[ka.role], -da, -db),
+                            "every single-knob move from the best configuration is measured; "
+                            f"moving {a} and {b} together",
+                        )
+                    )
+        pairs.sort(key=lambda m: m.rank)
+        return pairs
+
+    # ---- the proposal text --------------------------------------------------------------------
+    def _proposal(
+        self,
+        ctx: ProviderContext,
+        space: KnobSpace,
+        source: str,
+        parent: Config,
+        move: _Move,
+        center: _Point | None,
+        n_points: int,
+    ) -> Proposal:
+        knobs = space.by_name()
+        changed = [n for n in move.config if move.config[n] != parent.get(n)]
+        effects, hyps, risks = [], [], []
+        for n in changed:
+            a, b = parent[n], move.config[n]
+            h, e, r = _explain(ctx, space, n, a, b, move.config)
+            hyps.append(h)
+            effects.append(e)
+            risks.append(r)
+        best = (
+            "the baseline"
+            if center is None or center.score is None
+            else f"{_key(center.config)} at {math.exp(center.score):.3g}x the baseline "
+            f"(run {center.run_id}, {center.candidate_id})"
+        )
+        evidence = (
+            f"Best measured configuration: {best}; {n_points} configurations of this kernel "
+            f"measured on {ctx.device.kind}. {move.evidence}"
+        )
+        kind = (
+            "num_warps"
+            if changed == ["num_warps"]
+            else (
+                "num_stages"
+                if changed == ["num_stages"]
+                else "block_size"
+                if all(knobs[n].role == KnobRole.BLOCK for n in changed)
+                else "launch_config"
+            )
+        )
+        return Proposal(
+            source=source,
+            hypothesis="; ".join(hyps),
+            evidence=evidence,
+            change=_change(parent, move.config),
+            expected_effect="; ".join(effects),
+            risk="; ".join(risks),
+            hypothesis_kind=kind,
+            commit_title=f"Tune {_change(parent, move.config)}",
+            knobs=move.config,
+        )
+
+
+# ---- pure helpers ------------------------------------------------------------------------------
+
+
+def _score(m: MeasuredCandidate) -> tuple[bool, float | None]:
+    """(decided, log(speedup vs baseline)); the score is None for a failure."""
+    if m.outcome == "failed":
+        return True, None
+    if m.speedup is not None and m.speedup > 0:
+        return True, math.log(m.speedup)
+    if m.candidate_id == "baseline":
+        return True, 0.0  # the baseline is the unit of every speedup
+    return False, None
+
+
+def _order(score: float | None) -> float:
+    return -math.inf if score is None else score
+
+
+def _nearest(domain: list[int], value: int) -> int:
+    return min(domain, key=lambda v: (abs(math.log2(v) - math.log2(value)), v))
+
+
+def _change(parent: Config, config: Config) -> str:
+    return ", ".join(
+        f"{n} {parent.get(n)}→{config[n]}" for n in config if config[n] != parent.get(n)
+    )
+
+
+def _direction_evidence(
+    name: str, d: int, center: Config, points: dict[str, _Point], names: list[str]
+) -> tuple[float | None, str]:
+    """What the evidence says of moving `name` in direction d from `center`, as a log-gain.
+
+    A step already measured from the center itself decides; otherwise the best trend measured
+    elsewhere (any pair of configurations differing only in `name`, the step going that way)."""
+    direct: tuple[float, _Point, _Point] | None = None
+    trend: tuple[float, _Point, _Point] | None = None
+    pts = list(points.values())
+    for p in pts:
+        if p.score is None:
+            continue
+        for q in pts:
+            if (q.config[name] - p.config[name]) * d <= 0:
+                continue
+            if any(p.config[o] != q.config[o] for o in names if o != name):
+                continue
+            gain = (q.score - p.score) if q.score is not None else -10.0
+            if p.config == center:
+                if direct is None or gain > direct[0]:
+                    direct = (gain, p, q)
+            elif trend is None or gain > trend[0]:
+                trend = (gain, p, q)
+    found = direct or trend
+    if found is None:
+        way = "raising" if d > 0 else "lowering"
+        return None, f"{way} {name} from here is unexplored."
+    gain, p, q = found
+    verb = "helped" if gain > 0 else "hurt"
+    ratio = "failed" if q.score is None else f"{math.exp(gain):.3g}x"
+    return (
+        gain,
+        f"{name} {p.config[name]}→{q.config[name]} {verb} before ({ratio}, {q.candidate_id}).",
+    )
+
+
+def _inert(name: str, points: dict[str, _Point], names: list[str]) -> bool:
+    """Every measured change of `name` alone moved the time by less than 1%: it seems not to
+    matter here (num_stages of a loop the compiler does not pipeline, say)."""
+    gains = [
+        abs(q.score - p.score)
+        for p in points.values()
+        for q in points.values()
+        if p.score is not None
+        and q.score is not None
+        and p.config[name] < q.config[name]
+        and all(p.config[o] == q.config[o] for o in names if o != name)
+    ]
+    return bool(gains) and max(gains) < math.log(1.01)
+
+
+def _per_thread(block_elems: int, warps: int) -> float:
+    return block_elems / (32 * warps)
+
+
+def _dims(space: KnobSpace, kernel: str, config: Config) -> dict[str, int]:
+    """The M/N/K tile sizes of a tl.dot kernel, by knob name."""
+    out: dict[str, int] = {}
+    for k in space.knobs:
+        if k.kernel != kernel or k.role != KnobRole.BLOCK:
+            continue
+        up = k.name.upper().split(".")[-1]
+        for dim in ("M", "N", "K"):
+            if up.endswith(f"_{dim}") or up in (f"B{dim}", f"BLOCK{dim}", f"TILE_{dim}"):
+                out[dim] = config.get(k.name, k.value)
+    return out
+
+
+def _violation(ctx: ProviderContext, space: KnobSpace, config: Config) -> str | None:
+    """Why `config` cannot compile or is known to be wasteful, or None."""
+    gpu = ctx.target.backend != "cpu"
+    values = {**space.values(), **config}
+    for kernel, info in space.kernels.items():
+        mine = [k for k in space.knobs if k.kernel == kernel]
+        blocks = [values[k.name] for k in mine if k.role == KnobRole.BLOCK]
+        warps = next((values[k.name] for k in mine if k.role == KnobRole.WARPS), 4)
+        stages = next(
+            (values[k.name] for k in mine if k.role == KnobRole.STAGES), DEFAULT_NUM_STAGES
+        )
+        for k in mine:
+            if k.name in info.arange_params or k.role == KnobRole.BLOCK:
+                v = values[k.name]
+                if v & (v - 1):
+                    return f"{k.name}={v} is not a power of two"
+        if not gpu:
+            continue
+        if info.uses_dot:
+            dims = _dims(space, kernel, values)
+            if any(v < 16 for v in dims.values()):
+                return "tl.dot needs tiles of at least 16"
+            if {"M", "N", "K"} <= set(dims):
+                elem = _element_bytes(ctx)
+                smem = stages * (dims["M"] * dims["K"] + dims["K"] * dims["N"]) * elem
+                if smem > _smem_limit(ctx):
+                    return f"{smem} bytes of shared memory exceed the {_smem_limit(ctx)} available"
+                if _per_thread(dims["M"] * dims["N"], warps) > _MAX_VALUES_PER_THREAD:
+                    return "the accumulator needs more registers per thread than exist"
+        else:
+            widest = max(blocks, default=1)
+            if blocks and _per_thread(widest, warps) > _MAX_VALUES_PER_THREAD:
+                return f"{widest} elements over {warps} warps spill registers"
+        if math.prod(blocks) > _MAX_TENSOR_NUMEL and not info.uses_dot:
+            return "a block tensor over Triton's element limit"
+    return None
+
+
+def _element_bytes(ctx: ProviderContext) -> int:
+    sizes = {
+        "float32": 4,
+        "fp32": 4,
+        "float16": 2,
+        "fp16": 2,
+        "bfloat16": 2,
+        "bf16": 2,
+        "float8": 1,
+    }
+    found = [
+        sizes[str(c.parameters.get("dtype"))]
+        for c in ctx.cases
+        if str(c.parameters.get("dtype")) in sizes
+    ]
+    return max(found, default=2)
+
+
+def _smem_limit(ctx: ProviderContext) -> int:
+    arch = (ctx.device.architecture or ctx.target.architecture or "").lower().replace(".", "")
+    for key, limit in _SMEM_BYTES_BY_ARCH.items():
+        if key.replace("sm_", "") in arch:
+            return limit
+    return _DEFAULT_SMEM_BYTES
+
+
+def _fraction(a: int, b: int) -> str:
+    r = b / a
+    return f"1/{r:g}" if r > 1 else f"{1 / r:g}x"
+
+
+def _explain(
+    ctx: ProviderContext, space: KnobSpace, name: str, a: int, b: int, config: Config
+) -> tuple[str, str, str]:
+    """(hypothesis, expected effect, risk) of one knob change a→b."""
+    knob = space.by_name()[name]
+    up = b > a
+    where = "the interpreter" if ctx.target.backend == "cpu" else "the GPU"
+    if knob.role == KnobRole.BLOCK and knob.loop_step:
+        return (
+            (
+                f"{'Wider' if up else 'Narrower'} blocks ({name} {a}→{b}) "
+                + (
+                    "amortize the per-iteration overhead of the loop over more elements"
+                    if up
+                    else "cut the masked work of partial blocks and the registers each thread holds"
+                )
+            ),
+            f"{name} {a}→{b}: {_fraction(a, b)} the loop trips per program",
+            (
+                "more registers per thread, and masked work where a row is shorter than the block"
+                if up
+                else f"more loop iterations, each paying {where}'s fixed cost"
+            ),
+        )
+    if knob.role == KnobRole.BLOCK:
+        return (
+            f"{'Larger' if up else 'Smaller'} tiles ({name} {a}→{b}) change the work per program "
+            + (
+                "and the reuse of each loaded element"
+                if up
+                else "and allow more programs in flight"
+            ),
+            f"{name} {a}→{b}: each program covers {b / a:g}x the elements, {_fraction(b, a)} as many programs"
+            if up
+            else f"{name} {a}→{b}: {a / b:g}x as many programs, each doing {_fraction(a, b)} the work",
+            "more shared memory and registers per program (occupancy may fall)"
+            if up
+            else "less reuse per loaded element; more launch and scheduling overhead",
+        )
+    if knob.role == KnobRole.WARPS:
+        return (
+            (
+                f"{'More' if up else 'Fewer'} warps per program (num_warps {a}→{b}) "
+                + (
+                    "spread each block over more threads, more loads in flight"
+                    if up
+                    else "give each thread more elements and leave room for more programs per SM"
+                )
+            ),
+            f"num_warps {a}→{b}: each thread handles {_fraction(b, a) if up else f'{a / b:g}x'} "
+            "the elements",
+            "idle threads when the block is too small for them"
+            if up
+            else "register pressure: more values per thread",
+        )
+    if knob.role == KnobRole.STAGES:
+        return (
+            f"{'Deeper' if up else 'Shallower'} software pipelining (num_stages {a}→{b}) "
+            + ("hides more memory latency" if up else "frees shared memory for occupancy"),
+            f"num_stages {a}→{b}: {b} loads in flight per loop instead of {a}",
+            "shared memory grows with every stage" if up else "less latency hidden",
+        )
+    return (
+        f"{name} {a}→{b} changes how work is grouped across programs",
+        f"{name} {a}→{b}",
+        "the effect of this constant depends on the kernel",
+    )
+
+
+def create(options: ProviderOptions) -> TuneProvider:
+    """The tune provider needs no options: everything it uses comes from the context."""
+    return TuneProvider()
