@@ -198,7 +198,7 @@ def _commit(request: CommitRequest, snap: VcsSnapshot, message: str) -> dict[str
         raise VcsError(
             f"the winner's change is already in the committed {rel}; there is nothing to commit"
         )
-    outcome: dict[str, object] = {"committed_source_hash": digest_bytes(merged.text)}
+    outcome: dict[str, object] = {}
     if merged.text != winner:
         # Re-verifying takes a while: first make sure there is still something to commit onto.
         head_now = backend.head(snap.root)
@@ -227,7 +227,12 @@ def _commit(request: CommitRequest, snap: VcsSnapshot, message: str) -> dict[str
         )
     except VcsError as exc:
         raise _Failed(exc.message, outcome, conflict=isinstance(exc, VcsConflictError)) from exc
-    return {**outcome, "rev_after": revision, "diagnostics": note}
+    return {
+        **outcome,
+        "rev_after": revision,
+        "committed_source_hash": digest_bytes(merged.text),
+        "diagnostics": note,
+    }
 
 
 class _Failed(VcsError):

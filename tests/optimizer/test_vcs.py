@@ -18,6 +18,7 @@ from optimizer.vcs import (
 )
 from optimizer.vcs_common import hg_executable
 from tlxstore.events import CaseSpeedup, CommitAttempted
+from tlxstore.hashing import digest_text
 
 HG = hg_executable()
 needs_hg = pytest.mark.skipif(
@@ -282,6 +283,7 @@ def test_clean_tree_commits_the_winner_on_top_of_head(repo: Repo) -> None:
     assert repo.status() == ""
     assert reverify.sources == []  # the merged source is the winner itself
     assert result.reverified is None
+    assert result.committed_source_hash == digest_text(WINNER)
     message = repo.last_message()
     assert message.splitlines()[0] == "Use 16 warps for softmax rows"
     assert message.rstrip("\n").splitlines()[-1] == TRAILER
@@ -307,6 +309,7 @@ def test_dirty_kernel_keeps_the_users_edits_uncommitted_and_commits_only_the_del
     # The merged source (never measured) was re-verified before it was committed.
     assert reverify.sources == [WINNER]
     assert result.reverified is True
+    assert result.committed_source_hash == digest_text(WINNER)
 
 
 def test_overlapping_edits_are_a_conflict_and_change_nothing(repo: Repo) -> None:
@@ -389,6 +392,7 @@ def test_merged_source_that_fails_reverification_is_not_committed(repo: Repo) ->
     state = repo.state()
     result = commit_winner(_request(kernel, user, reverify=Reverify(answer=False)), snap)
     assert not result.success and result.reverified is False
+    assert result.committed_source_hash is None and result.rev_after is None
     assert "failed verification" in result.diagnostics
     assert repo.state() == state
 
