@@ -53,7 +53,7 @@ from tlxstore.events import (
     StoppingReason,
     Thresholds,
 )
-from tlxstore.fold import CandidateState, RunState
+from tlxstore.fold import CandidateState, RunState, fold
 from tlxstore.runlog import RunLog
 from tlxstore.store import Store
 
@@ -422,6 +422,15 @@ class Run:
         assert self.state.started is not None
         m = lookups.find_measured(self.s.store, self.state.started.measurement_key, raw, norm)
         if m is None:
+            return None
+        # An infrastructure failure (timeout, crash) does not count as measured, whatever the view says.
+        other = (
+            self.state
+            if m.run_id == self.state.run_id
+            else fold(self.s.store.run_envelopes(m.run_id))
+        )
+        c = other.candidates.get(m.candidate_id)
+        if c is None or infrastructure_failed(c) or interrupted(c):
             return None
         return Match(m.run_id, m.candidate_id, m.match, m.outcome, m.speedup, None, None)
 

@@ -26,6 +26,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from importers import import_paths
+from importers.tlx_agent import is_tlx_folder
 from optimizer import validation, vcs
 from optimizer.bundle import (
     BundleChangedError,
@@ -37,7 +39,7 @@ from optimizer.bundle import (
     resolve_thresholds,
 )
 from optimizer.evaluate import Evaluator
-from optimizer.identity import measurement_key, source_hashes
+from optimizer.identity import measurement_key, normalized_source, source_hashes
 from optimizer.loop import BASELINE_ID, Observer, Run, Setup
 from optimizer.output import OutputFolder, RunResult, write_atomic
 from optimizer.providers import ProviderOptions, ProviderRegistry, default_provider, registry
@@ -162,6 +164,15 @@ def prepare(
         frozen.harness, python=python, peak_bandwidth_bytes_per_s=bw, peak_flops_per_s=fl
     )
     return Prepared(source, frozen, thresholds, device, evaluator)
+
+
+def resolve_prior(store: Store, ref: str) -> list[str]:
+    """The run ids a --prior-run names: a run id or prefix, a tlxdb output folder, or a TLX agent
+    output folder (imported into the store first; importing twice adds nothing)."""
+    p = Path(ref)
+    if p.is_dir() and is_tlx_folder(p) and not (p / "events.jsonl").exists():
+        return import_paths(store, [p], normalize=normalized_source).paths[0].runs
+    return [store.resolve_run(ref)]
 
 
 def _output_dir(request: RunRequest, store: Store, run_id: str) -> Path:
@@ -305,7 +316,7 @@ def optimize(
     with Workspace() as ws:
         prep = prepare(request.kernel, request.bundle, request.flags, request.arch, ws)
         store = Store(request.store)
-        priors = [store.resolve_run(ref) for ref in request.prior_runs]
+        priors = [run_id for ref in request.prior_runs for run_id in resolve_prior(store, ref)]
         run_id = new_run_id()
         out = _output_dir(request, store, run_id)
         prov = _provider(request, store, ws, provider, providers)

@@ -44,17 +44,24 @@ def test_a_run_killed_mid_candidate_resumes_and_finishes_without_lost_or_repeate
     before = read_envelopes(log)
     assert fold(before).finished is None
 
-    result = runs.resume(str(tmp_path / "out"), tmp_path / "store.duckdb", provider=ScriptedProvider(list(SCRIPT)))
+    result = runs.resume(
+        str(tmp_path / "out"), tmp_path / "store.duckdb", provider=ScriptedProvider(list(SCRIPT))
+    )
 
     after = read_envelopes(log)
     assert after[: len(before)] == before  # nothing acknowledged was lost or rewritten
     state = fold(after)
     assert result.stopping_reason == StoppingReason.MAX_ROUNDS
-    assert state.finished is not None and state.finished.stopping_reason == StoppingReason.MAX_ROUNDS
+    assert (
+        state.finished is not None and state.finished.stopping_reason == StoppingReason.MAX_ROUNDS
+    )
     cut = state.candidates["c002"]
     assert cut.decision.outcome == Outcome.FAILED and cut.failures[-1].stage == "interrupted"
     retry = state.candidates["c003"]
-    assert retry.proposal.source_hash == cut.proposal.source_hash and retry.proposal.round == cut.proposal.round
+    assert (
+        retry.proposal.source_hash == cut.proposal.source_hash
+        and retry.proposal.round == cut.proposal.round
+    )
     # every scripted candidate was evaluated to a decision exactly once (the cut one once more, whole)
     decided = [c for c in state.candidates.values() if c.decision and c.candidate_id != "c002"]
     assert sorted(c.proposal.knobs["BLOCK_SIZE"] for c in decided) == [128, 256, 512]
@@ -63,8 +70,16 @@ def test_a_run_killed_mid_candidate_resumes_and_finishes_without_lost_or_repeate
         if isinstance(e, BenchmarkSampled) and e.phase == Phase.ROUND:
             complete.setdefault(e.candidate_id, set()).add(e.case_id)
     assert {c for c, cases in complete.items() if len(cases) == 2} >= {"c001", "c003", "c004"}
-    assert sum(1 for env in after if isinstance(env.event, BuildFinished) and env.event.candidate_id == "c001") == 1
+    assert (
+        sum(
+            1
+            for env in after
+            if isinstance(env.event, BuildFinished) and env.event.candidate_id == "c001"
+        )
+        == 1
+    )
     assert len(Store(tmp_path / "store.duckdb").run_envelopes(state.run_id)) == len(after)
-    with pytest.raises(runs.NotResumableError, match=r"already finished \(max_rounds\); start a new run instead"):
+    with pytest.raises(
+        runs.NotResumableError, match=r"already finished \(max_rounds\); start a new run instead"
+    ):
         runs.resume(result.run_id, tmp_path / "store.duckdb", provider=ScriptedProvider([]))
-
