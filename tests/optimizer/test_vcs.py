@@ -158,8 +158,7 @@ class HgRepo(Repo):
         return _sh([HG, *args], self.root, check)
 
     def commit_all(self, message: str = "work") -> None:
-        self.hg("addremove", "-q")
-        self.hg("commit", "-m", message)
+        self.hg("commit", "-A", "-q", "-m", message)
 
     def head(self) -> str:
         return self.hg("log", "-r", ".", "-T", "{node}")
