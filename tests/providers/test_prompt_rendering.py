@@ -93,7 +93,8 @@ def test_measurements_and_roofline_reach_the_prompt():
     ctx = make_context(peak_bandwidth_bytes_per_s=4.24e12)
     text = render_prompt(ctx, PromptMode.LLM).user
     assert "| n65536 | 2.0 | yes |" in text
-    assert "19.7 GB/s" in text  # 786432 bytes in 40 us
+    assert "19.66 GB/s (0.5% of ceiling)" in text  # 786432 bytes in 40 us against 4.24 TB/s
+    assert "memory ceiling: 4.24 TB/s" in text
 
 
 def exclusion(i: int, **kw) -> Exclusion:
