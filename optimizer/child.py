@@ -22,6 +22,7 @@ import random
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,7 @@ class Child:
         self.snapshot: Snapshot | None = None
         self.artifacts: dict[str, Any] = {}
         self.bundle_root: Path | None = None
+        self.changed: Callable[[], list[str]] | None = None
 
     # ---- commands ------------------------------------------------------------------------
     def load(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -112,7 +114,10 @@ class Child:
             return {"ok": False, "error": f"{path.name} lacks {', '.join(missing)}"}
         self.harness = module
         self._import_rng_modules()
-        self.snapshot = Snapshot.take(bundle_modules(root))
+        own = [sys.modules[__name__], sys.modules[Snapshot.__module__]]
+        self.snapshot = Snapshot.take([*bundle_modules(root), *own])
+        # The bound method keeps the original function even if the class attribute is replaced.
+        self.changed = self.snapshot.changed
         profile = getattr(module, "profile", None)
         profile_args = None
         if callable(profile):
@@ -286,8 +291,8 @@ class Child:
         if op != "load" and self.harness is None:
             return {"ok": False, "error": "harness not loaded"}
         reply = handler(msg)
-        if self.snapshot is not None:
-            reply["patched"] = self.snapshot.changed()
+        if self.changed is not None:
+            reply["patched"] = self.changed()
         return reply
 
 
@@ -305,17 +310,19 @@ def main(argv: list[str] | None = None) -> int:
             reply = child.handle(msg)
         except BaseException:
             reply = {"ok": False, "error": "the harness child failed", "traceback": _tb()}
-        replies.write(json.dumps(reply, allow_nan=False) + "\n")
+        try:
+            line = json.dumps(reply, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            line = json.dumps({"ok": False, "error": f"the harness result cannot be recorded: {e}"})
+        replies.write(line + "\n")
         replies.flush()
     replies.close()
     return 0
 
 
 if __name__ == "__main__":
-    # Exit without interpreter teardown hooks of the candidate delaying or faking the end.
-    sys.stdout.flush()
-    sys.stderr.flush()
     rc = main()
+    # Exit without running interpreter teardown (atexit hooks a candidate may have registered).
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(rc)

@@ -12,7 +12,8 @@ Guards (the `guard` field of the IntegrityFlagged event):
     static:timer-patch     assigning to (or setattr on) a timing function: time.*, do_bench, Event
     static:patching        assigning to any attribute of an imported module (torch.allclose = ...)
     static:profiler        cProfile / profile / torch.profiler / triton.profiler / sys.setprofile
-    static:introspection   gc, inspect, ctypes, sys._getframe, frame/code/globals attributes
+    static:introspection   gc, inspect, ctypes, sys._getframe, frame/code/globals attributes,
+                           tlxdb's own packages (the evaluator runs in the same process)
     static:file-io         open(), os file functions, shutil, tempfile, pickle, Path.read_text ...
     static:network         socket, urllib, http, requests, ...
     static:dynamic-code    eval / exec / compile / __import__ / importlib (hides code from checks)
@@ -68,6 +69,7 @@ _IMPORT_RULES: dict[str, tuple[str, str]] = {
     "harness": ("static:bundle-read", "imports the harness"),
     "reference_kernel": ("static:bundle-read", "imports the reference kernel"),
 }
+_TLXDB_PACKAGES = ("optimizer", "tlxstore", "queries", "profilers", "importers", "cli")
 _IMPORT_DOTTED_RULES: dict[str, tuple[str, str]] = {
     "unittest.mock": ("static:patching", "imports unittest.mock: patches functions"),
     "torch.profiler": ("static:profiler", "imports torch.profiler: profiler hooks"),
@@ -255,6 +257,11 @@ class _Checker(ast.NodeVisitor):
                 self.add(rule[0], rule[1], node)
                 return
         top = module.split(".")[0]
+        if top in _TLXDB_PACKAGES:
+            self.add(
+                "static:introspection", f"imports tlxdb's own {top}: reaches the evaluator", node
+            )
+            return
         if top in _IMPORT_RULES:
             self.add(*_IMPORT_RULES[top], node)
 

@@ -187,3 +187,9 @@ def test_a_source_that_does_not_parse_has_no_findings():
 
 def test_string_methods_that_share_a_name_with_file_methods_are_not_file_io():
     assert guards("def f(s):\n    return s.replace('a', 'b').split()\n") == []
+
+
+def test_importing_tlxdb_itself_is_introspection():
+    found = check_source("from optimizer.guards import snapshot\n")
+    assert [f.guard for f in found] == ["static:introspection"]
+    assert "tlxdb's own optimizer" in found[0].detail

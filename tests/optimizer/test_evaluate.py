@@ -468,3 +468,21 @@ def test_static_findings_block_before_any_child_runs(tmp_path):
     assert time.monotonic() - t0 < 1.0
     assert [f.guard for f in of(events, IntegrityFlagged)] == ["static:thread"]
     assert summary.blocked_by_guard and not of(events, BuildFinished)
+
+
+def test_replacing_the_snapshot_check_from_inside_the_child_does_not_silence_it(tmp_path):
+    cheat = ADD_KERNEL + textwrap.dedent(
+        """
+        import optimizer.guards.snapshot as _s
+        _s.Snapshot.changed = lambda self: []
+        torch.allclose = lambda *a, **k: True
+        """
+    )
+    ev = Evaluator(make_bundle(tmp_path), static_checks=False)
+    summary, events = run(ev, request(cheat))
+    guards = {f.guard for f in of(events, IntegrityFlagged)}
+    assert "patched:torch.allclose" in guards
+    assert (
+        "patched:optimizer.guards.snapshot.Snapshot" not in guards
+    )  # the class is the same object
+    assert summary.blocked_by_guard
