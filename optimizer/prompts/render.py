@@ -67,7 +67,7 @@ class _Family(BaseModel):
     names: list[str] = []
 
 
-class _Manifest(BaseModel):
+class GuidanceManifest(BaseModel):
     comment: str = ""
     families: dict[str, _Family]
     documents: list[GuidanceDoc]
@@ -118,8 +118,9 @@ def _env() -> jinja2.Environment:
 
 
 @lru_cache(maxsize=1)
-def _manifest() -> _Manifest:
-    return _Manifest.model_validate_json((GUIDANCE_DIR / "manifest.json").read_text())
+def guidance_manifest() -> GuidanceManifest:
+    """guidance/manifest.json, parsed once."""
+    return GuidanceManifest.model_validate_json((GUIDANCE_DIR / "manifest.json").read_text())
 
 
 _SM = re.compile(r"^(?:sm|compute)_?(\d+)[a-z]?$")
@@ -143,7 +144,7 @@ def architecture_family(backend: str, *names: str | None) -> str | None:
     Names may be an architecture ("sm_90a", "9.0", "100"), a family name, or a device name
     ("NVIDIA H200"): the first one that identifies a family of this backend wins.
     """
-    families = {k: f for k, f in _manifest().families.items() if f.backend == backend}
+    families = {k: f for k, f in guidance_manifest().families.items() if f.backend == backend}
     for raw in names:
         if not raw:
             continue
@@ -162,7 +163,7 @@ def select_guidance(backend: str, family: str | None) -> list[GuidanceDoc]:
     """The built-in guidance documents for a backend and architecture family, in manifest order."""
     return [
         d
-        for d in _manifest().documents
+        for d in guidance_manifest().documents
         if backend in d.backends
         and (d.families is None or (family is not None and family in d.families))
     ]

@@ -9,10 +9,12 @@ import pytest
 from conftest import PARENT_SOURCE, make_context
 
 from optimizer.prompts.render import (
+    GUIDANCE_DIR,
     PromptBudget,
     PromptMode,
     architecture_family,
     estimate_tokens,
+    guidance_manifest,
     render_prompt,
 )
 from optimizer.providers.base import Exclusion, MeasuredCandidate, TargetSpec
@@ -199,3 +201,12 @@ def test_prompt_hash_identifies_the_prompt_text():
     c = render_prompt(make_context(round=2), PromptMode.LLM)
     assert a.prompt_hash == b.prompt_hash != c.prompt_hash
     assert a.prompt_hash.startswith("sha256:")
+
+
+def test_every_guidance_document_is_in_the_manifest_and_every_entry_has_its_file():
+    manifest = guidance_manifest()
+    listed = {d.file for d in manifest.documents}
+    on_disk = {p.name for p in GUIDANCE_DIR.glob("*.md")}
+    assert listed == on_disk
+    families = set(manifest.families)
+    assert all(set(d.families or []) <= families for d in manifest.documents)
