@@ -126,9 +126,7 @@ class _Session:
                 self._wait(write=True)
                 n = os.write(self.req_w, view)
                 view = view[n:]
-        except (BrokenPipeError, OSError) as e:
-            if isinstance(e, _ChildGone):
-                raise
+        except OSError:
             raise self._gone() from None
         while b"\n" not in self.buffer:
             self._wait(write=False)
@@ -328,7 +326,6 @@ class Evaluator:
     def evaluate(self, req: EvalRequest, emit: Emit) -> EvalSummary:
         """Build, verify (repeatedly, fresh seeds), benchmark, verify again, profile; emit events."""
         cid = req.candidate_id
-        state = {"built": False, "verified": False, "benchmarked": False}
         if self.static_checks:
             findings = static_guard.check_source(req.source, self.trusted_source)
             for f in findings:
@@ -339,28 +336,29 @@ class Evaluator:
                 )
             if findings:
                 return EvalSummary(
-                    candidate_id=cid, **state, blocked_by_guard=True, reason=findings[0].detail
+                    candidate_id=cid,
+                    built=False,
+                    verified=False,
+                    benchmarked=False,
+                    blocked_by_guard=True,
+                    reason=findings[0].detail,
                 )
-        before = file_guard.hash_paths(self.bundle.protected_paths)
-        session = self._start(req.timeout_s)
-        stage = "build"
-        try:
-            loaded = self._load(session)
-            run = _Run(self, session, req.candidate_id, req.phase, emit)
-            stage = "build"
-            state["built"] = run.build("A", req.source)
-            if not state["built"]:
+
+        def body(session: _Session, loaded: dict[str, Any], p: _Progress) -> None:
+            run = _Run(self, session, cid, req.phase, emit)
+            if not run.build("A", req.source):
                 raise _Stop("build failed")
-            stage = "verify"
+            p.built = True
+            p.stage = "verify"
             cases = run.verify_cases("A", self.bundle.cases, req.verify_repeats, first_attempt=1)
-            state["verified"] = True
-            stage = "benchmark"
+            p.verified = True
+            p.stage = "benchmark"
             medians = run.benchmark_cases("A", cases, req.repetitions, block=0)
-            state["benchmarked"] = True
-            stage = "verify"
+            p.benchmarked = True
+            p.stage = "verify"
             run.verify_cases("A", cases, 1, first_attempt=req.verify_repeats + 1)
             fired = tripwire.check(
-                {c.case_id: medians[c.case_id] for c in cases},
+                medians,
                 req.parent_medians_us,
                 run.declared,
                 self.peak_bandwidth_bytes_per_s,
@@ -376,67 +374,13 @@ class Evaluator:
                 run.verify_cases(
                     "A", cases, EXTRA_VERIFICATIONS, first_attempt=req.verify_repeats + 2
                 )
-                stage = "benchmark"
+                p.stage = "benchmark"
                 run.benchmark_cases("A", cases, req.repetitions, block=1)
             if req.profile and loaded.get("profile_args"):
-                stage = "profile"
+                p.stage = "profile"
                 run.profile_cases("A", cases, loaded["profile_args"], req.artifacts_dir)
-            reason = ""
-        except _Stop as s:
-            reason = s.reason
-            if s.blocked:
-                state["blocked"] = True
-            if s.infra:
-                state["infra"] = True
-        except HarnessInvalidError as e:
-            emit(
-                InfrastructureFailed(
-                    candidate_id=cid,
-                    stage=stage,
-                    kind=FailureKind.HARNESS_ERROR,
-                    retryable=False,
-                    diagnostics=e.message,
-                )
-            )
-            reason = e.message
-            state["harness_error"] = True
-        except _ChildGone as g:
-            emit(
-                InfrastructureFailed(
-                    candidate_id=cid, stage=stage, kind=g.kind, retryable=True, diagnostics=g.detail
-                )
-            )
-            reason = f"{g.kind.value} during {stage}"
-            state["infra"] = True
-        finally:
-            session.close()
-        blocked = bool(state.pop("blocked", False))
-        infra = bool(state.pop("infra", False))
-        state.pop("harness_error", None)
-        changed = file_guard.changed_paths(
-            before, file_guard.hash_paths(self.bundle.protected_paths)
-        )
-        for path in changed:
-            emit(
-                IntegrityFlagged(
-                    candidate_id=cid,
-                    guard="files:changed",
-                    detail=f"the candidate changed protected file {path}",
-                    blocking=True,
-                )
-            )
-        if changed:
-            blocked = True
-            reason = f"the candidate changed protected file {changed[0]}"
-        return EvalSummary(
-            candidate_id=cid,
-            built=state["built"],
-            verified=state["verified"] and not reason,
-            benchmarked=state["benchmarked"],
-            blocked_by_guard=blocked,
-            infrastructure_failure=infra,
-            reason=reason,
-        )
+
+        return self._session(cid, req.timeout_s, emit, body)
 
     # ---- final revalidation ----------------------------------------------------------------
     def revalidate(
@@ -455,39 +399,54 @@ class Evaluator:
         then for B), all with phase=REVALIDATION and the block index; verify A once more after."""
         if alternations < 3:
             raise ValueError("final revalidation needs at least 3 alternations")
-        before = file_guard.hash_paths(self.bundle.protected_paths)
-        session = self._start(timeout_s)
-        stage = "build"
-        state = {"built": False, "verified": False, "benchmarked": False}
-        reason, blocked, infra = "", False, False
-        try:
-            self._load(session)
+
+        def body(session: _Session, loaded: dict[str, Any], p: _Progress) -> None:
             a = _Run(self, session, finalist_id, Phase.REVALIDATION, emit)
             b = _Run(self, session, baseline_id, Phase.REVALIDATION, emit)
             if not a.build("A", finalist_source):
                 raise _Stop("the finalist failed to build")
             if not b.build("B", baseline_source):
                 raise _Stop("the baseline failed to build")
-            state["built"] = True
-            stage = "verify"
+            p.built = True
+            p.stage = "verify"
             cases = a.verify_cases("A", self.bundle.cases, 1, first_attempt=1)
             b.verify_cases("B", cases, 1, first_attempt=1)
-            state["verified"] = True
-            stage = "benchmark"
+            p.verified = True
+            p.stage = "benchmark"
             for block in range(alternations):
                 for case in cases:
                     a.benchmark_cases("A", [case], repetitions, block=block)
                     b.benchmark_cases("B", [case], repetitions, block=block)
-            state["benchmarked"] = True
-            stage = "verify"
+            p.benchmarked = True
+            p.stage = "verify"
             a.verify_cases("A", cases, 1, first_attempt=2)
+
+        return self._session(finalist_id, timeout_s, emit, body)
+
+    # ---- one child, start to end -----------------------------------------------------------
+    def _session(
+        self,
+        cid: str,
+        timeout_s: float,
+        emit: Emit,
+        body: Callable[[_Session, dict[str, Any], _Progress], None],
+    ) -> EvalSummary:
+        """Run `body` in a fresh child; turn every way it can end into events and a summary, and
+        check the protected files afterwards."""
+        before = file_guard.hash_paths(self.bundle.protected_paths)
+        p = _Progress()
+        reason, blocked, infra = "", False, False
+        session = self._start(timeout_s)
+        try:
+            loaded = self._load(session)
+            body(session, loaded, p)
         except _Stop as s:
             reason, blocked, infra = s.reason, s.blocked, s.infra
         except HarnessInvalidError as e:
             emit(
                 InfrastructureFailed(
-                    candidate_id=finalist_id,
-                    stage=stage,
+                    candidate_id=cid,
+                    stage=p.stage,
                     kind=FailureKind.HARNESS_ERROR,
                     retryable=False,
                     diagnostics=e.message,
@@ -497,14 +456,14 @@ class Evaluator:
         except _ChildGone as g:
             emit(
                 InfrastructureFailed(
-                    candidate_id=finalist_id,
-                    stage=stage,
+                    candidate_id=cid,
+                    stage=p.stage,
                     kind=g.kind,
                     retryable=True,
                     diagnostics=g.detail,
                 )
             )
-            reason, infra = f"{g.kind.value} during {stage}", True
+            reason, infra = f"{g.kind.value} during {p.stage}", True
         finally:
             session.close()
         changed = file_guard.changed_paths(
@@ -513,7 +472,7 @@ class Evaluator:
         for path in changed:
             emit(
                 IntegrityFlagged(
-                    candidate_id=finalist_id,
+                    candidate_id=cid,
                     guard="files:changed",
                     detail=f"the candidate changed protected file {path}",
                     blocking=True,
@@ -522,14 +481,24 @@ class Evaluator:
         if changed:
             blocked, reason = True, f"the candidate changed protected file {changed[0]}"
         return EvalSummary(
-            candidate_id=finalist_id,
-            built=state["built"],
-            verified=state["verified"] and not reason,
-            benchmarked=state["benchmarked"],
+            candidate_id=cid,
+            built=p.built,
+            verified=p.verified and not reason,
+            benchmarked=p.benchmarked,
             blocked_by_guard=blocked,
             infrastructure_failure=infra,
             reason=reason,
         )
+
+
+class _Progress:
+    """How far an evaluation got, and the stage it is in (for failure events)."""
+
+    def __init__(self) -> None:
+        self.stage = "build"
+        self.built = False
+        self.verified = False
+        self.benchmarked = False
 
 
 def _last_line(text: str) -> str:
