@@ -14,14 +14,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from tlxstore.errors import EventValidationError, SchemaTooNewError, UnknownEventTypeError
 from tlxstore.events import EVENT_TYPES, Envelope, Event
-from tlxstore.hashing import digest_text
 from tlxstore.upcasting import RELEASED, Upcasters
 
 RECORD_KEYS = ("event_id", "run_id", "seq", "recorded_at", "type", "schema_version", "payload")
@@ -157,21 +156,6 @@ def to_json(record: Mapping[str, Any]) -> str:
 def payload_json(event: Event) -> str:
     """The payload as the store and Parquet keep it: JSON text, fields in declaration order."""
     return event.model_dump_json(exclude={"type"})
-
-
-def body_digest(env: Envelope, payload_text: str | None = None) -> str:
-    """The identity of an event's body, what 'same id, same body' compares: every record field,
-    the time as an instant (microseconds since the epoch), the payload as `payload_json` gives it."""
-    if payload_text is None:
-        payload_text = payload_json(env.event)
-    ts = env.recorded_at
-    micros = (ts - _EPOCH) // _MICROSECOND
-    head = f"{env.event_id}\n{env.run_id}\n{env.seq}\n{micros}\n{env.event.type}\n{type(env.event).SCHEMA_VERSION}\n"
-    return digest_text(head + payload_text)
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 
 
 def validate_event(event: Event) -> Event:

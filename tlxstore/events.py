@@ -157,8 +157,12 @@ class RunStarted(Event):
     prior_runs: list[str] = []
     resumed_from: str | None = None
     label: str | None = None
-    case_weights: dict[str, float] = {}  # cases.json weights, so a run can be re-decided from its events
-    protected_cases: list[str] | None = None  # None: unknown (every weighted case counts as protected)
+    case_weights: dict[
+        str, float
+    ] = {}  # cases.json weights, so a run can be re-decided from its events
+    protected_cases: list[str] | None = (
+        None  # None: unknown (every weighted case counts as protected)
+    )
 
 
 class BundleValidated(Event):

@@ -70,7 +70,9 @@ class RunState:
     sources: dict[str, SourceStored] = field(default_factory=dict)  # by source_hash
     candidates: dict[str, CandidateState] = field(default_factory=dict)  # in proposal order
     exchanges: dict[str, ModelExchanged] = field(default_factory=dict)
-    run_failures: list[InfrastructureFailed] = field(default_factory=list)  # not tied to a candidate
+    run_failures: list[InfrastructureFailed] = field(
+        default_factory=list
+    )  # not tied to a candidate
     revalidations: list[FinalistRevalidated] = field(default_factory=list)
     commits: list[CommitAttempted] = field(default_factory=list)
     finished: RunFinished | None = None

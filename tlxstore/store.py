@@ -15,12 +15,10 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from importlib import resources
@@ -42,15 +40,7 @@ from tlxstore.errors import (
     StoreTooNewError,
     UnknownRunError,
 )
-from tlxstore.events import (
-    BenchmarkSampled,
-    CandidateProposed,
-    DecisionMade,
-    Envelope,
-    ExclusionRecorded,
-    RunStarted,
-    SourceStored,
-)
+from tlxstore.events import BenchmarkSampled, Envelope
 from tlxstore.locking import store_lock
 from tlxstore.runlog import log_path, read_envelopes
 
@@ -64,6 +54,12 @@ def store_sql(name: str) -> str:
     return resources.files("tlxstore").joinpath("sql", f"{name}.sql").read_text()
 
 
+def _record(row: dict[str, Any]) -> Envelope:
+    return codec.decode(
+        {**row, "recorded_at": _EPOCH + timedelta(microseconds=row["recorded_at_us"])}
+    )
+
+
 def _arrow(result: duckdb.DuckDBPyConnection) -> pa.Table:
     to_table = getattr(result, "to_arrow_table", None) or result.fetch_arrow_table
     return to_table()
@@ -73,222 +69,87 @@ def _one_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-# --------------------------------------------------------------------------------------------
-# The rows one batch adds (Arrow schemas match tlxstore/sql/schema.sql)
-
 _TS = pa.timestamp("us", tz="UTC")
-_SCHEMAS: dict[str, pa.Schema] = {
-    "events": pa.schema(
-        [
-            ("event_id", pa.string()),
-            ("run_id", pa.string()),
-            ("seq", pa.int64()),
-            ("recorded_at", _TS),
-            ("type", pa.string()),
-            ("schema_version", pa.int32()),
-            ("payload", pa.string()),
-            ("body_digest", pa.string()),
-        ]
-    ),
-    "proj_runs": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("started_at", _TS),
-            ("host", pa.string()),
-            ("device_kind", pa.string()),
-            ("backend", pa.string()),
-            ("provider", pa.string()),
-            ("model", pa.string()),
-            ("kernel_path", pa.string()),
-            ("kernel_sha256", pa.string()),
-            ("bundle_digest", pa.string()),
-            ("measurement_key", pa.string()),
-            ("output_dir", pa.string()),
-            ("label", pa.string()),
-            ("triton_version", pa.string()),
-            ("torch_version", pa.string()),
-        ]
-    ),
-    "proj_candidates": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("candidate_id", pa.string()),
-            ("seq", pa.int64()),
-            ("proposed_at", _TS),
-            ("round", pa.int32()),
-            ("parent_id", pa.string()),
-            ("provider", pa.string()),
-            ("hypothesis", pa.string()),
-            ("hypothesis_kind", pa.string()),
-            ("source_hash", pa.string()),
-            ("normalized_hash", pa.string()),
-            ("measurement_key", pa.string()),
-            ("knobs", pa.string()),
-        ]
-    ),
-    "proj_decisions": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("candidate_id", pa.string()),
-            ("seq", pa.int64()),
-            ("decided_at", _TS),
-            ("outcome", pa.string()),
-            ("reason", pa.string()),
-            ("speedup", pa.float64()),
-            ("ci_low", pa.float64()),
-            ("ci_high", pa.float64()),
-            ("compared_to", pa.string()),
-        ]
-    ),
-    "proj_samples": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("candidate_id", pa.string()),
-            ("case_id", pa.string()),
-            ("phase", pa.string()),
-            ("block", pa.int32()),
-            ("sample_index", pa.int32()),
-            ("sample_us", pa.float64()),
-            ("event_seq", pa.int64()),
-        ]
-    ),
-    "proj_sources": pa.schema(
-        [
-            ("source_hash", pa.string()),
-            ("normalized_hash", pa.string()),
-            ("text", pa.string()),
-            ("size_bytes", pa.int64()),
-        ]
-    ),
-    "proj_exclusions": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("candidate_id", pa.string()),
-            ("seq", pa.int64()),
-            ("signature", pa.string()),
-            ("outcome", pa.string()),
-            ("reason", pa.string()),
-            ("hypothesis", pa.string()),
-            ("bundle_digest", pa.string()),
-            ("device_kind", pa.string()),
-        ]
-    ),
-}
+_INCOMING = pa.schema(
+    [
+        ("event_id", pa.string()),
+        ("run_id", pa.string()),
+        ("seq", pa.int64()),
+        ("recorded_at", _TS),
+        ("type", pa.string()),
+        ("schema_version", pa.int32()),
+        ("payload", pa.string()),
+    ]
+)
 
 
-@dataclass
-class _Rows:
-    """Column lists per table, filled event by event, turned into Arrow tables once."""
-
-    columns: dict[str, dict[str, list[Any]]] = field(
-        default_factory=lambda: {t: {c: [] for c in s.names} for t, s in _SCHEMAS.items()}
+def incoming_tables(envs: Sequence[Envelope]) -> tuple[pa.Table, pa.Table]:
+    """A batch as Arrow tables: its benchmark samples one row per sample, and its records
+    (payload as JSON text, per codec.payload_json). An event given twice is kept once; the same
+    id with two bodies raises EventConflictError."""
+    payloads = [codec.payload_json(e.event) for e in envs]
+    first: dict[str, int] = {}
+    keep: list[int] = []
+    for i, e in enumerate(envs):
+        j = first.setdefault(e.event_id, i)
+        if j == i:
+            keep.append(i)
+        elif (envs[j].run_id, envs[j].seq, envs[j].recorded_at, payloads[j]) != (
+            e.run_id,
+            e.seq,
+            e.recorded_at,
+            payloads[i],
+        ):
+            raise EventConflictError(
+                f"event {e.event_id} appears twice in one batch with different bodies"
+            )
+    if len(keep) != len(envs):
+        envs = [envs[i] for i in keep]
+        payloads = [payloads[i] for i in keep]
+    return _samples_table(envs), pa.table(
+        {
+            "event_id": [e.event_id for e in envs],
+            "run_id": [e.run_id for e in envs],
+            "seq": [e.seq for e in envs],
+            "recorded_at": [e.recorded_at for e in envs],
+            "type": [e.event.type for e in envs],
+            "schema_version": [type(e.event).SCHEMA_VERSION for e in envs],
+            "payload": payloads,
+        },
+        schema=_INCOMING,
     )
 
-    def add(self, table: str, **values: Any) -> None:
-        cols = self.columns[table]
-        for name in cols:
-            cols[name].append(values.get(name))
 
-    def table(self, name: str) -> pa.Table:
-        return pa.table(self.columns[name], schema=_SCHEMAS[name])
+_SAMPLES = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("candidate_id", pa.string()),
+        ("case_id", pa.string()),
+        ("phase", pa.string()),
+        ("block", pa.int32()),
+        ("sample_index", pa.int32()),
+        ("sample_us", pa.float64()),
+        ("event_seq", pa.int64()),
+    ]
+)
 
 
-@dataclass(frozen=True)
-class _RunFacts:
-    measurement_key: str | None
-    bundle_digest: str | None
-    device_kind: str | None
-
-
-def _project(rows: _Rows, env: Envelope, facts: dict[str, _RunFacts]) -> None:
-    """The projection rows of one event."""
-    e = env.event
-    run = facts.get(env.run_id, _RunFacts(None, None, None))
-    match e:
-        case RunStarted():
-            rows.add(
-                "proj_runs",
-                run_id=env.run_id,
-                started_at=env.recorded_at,
-                host=e.host,
-                device_kind=e.device.kind,
-                backend=e.device.backend,
-                provider=e.provider,
-                model=e.model,
-                kernel_path=e.kernel_path,
-                kernel_sha256=e.kernel_sha256,
-                bundle_digest=e.bundle_digest,
-                measurement_key=e.measurement_key,
-                output_dir=e.output_dir,
-                label=e.label,
-                triton_version=e.tool_versions.triton,
-                torch_version=e.tool_versions.torch,
-            )
-        case CandidateProposed():
-            rows.add(
-                "proj_candidates",
-                run_id=env.run_id,
-                candidate_id=e.candidate_id,
-                seq=env.seq,
-                proposed_at=env.recorded_at,
-                round=e.round,
-                parent_id=e.parent_id,
-                provider=e.provider,
-                hypothesis=e.hypothesis,
-                hypothesis_kind=e.hypothesis_kind,
-                source_hash=e.source_hash,
-                normalized_hash=e.normalized_hash,
-                measurement_key=run.measurement_key,
-                knobs=json.dumps(e.knobs, sort_keys=True),
-            )
-        case DecisionMade():
-            rows.add(
-                "proj_decisions",
-                run_id=env.run_id,
-                candidate_id=e.candidate_id,
-                seq=env.seq,
-                decided_at=env.recorded_at,
-                outcome=e.outcome.value,
-                reason=e.reason,
-                speedup=e.speedup,
-                ci_low=e.ci_low,
-                ci_high=e.ci_high,
-                compared_to=e.compared_to,
-            )
-        case BenchmarkSampled():
-            cols = rows.columns["proj_samples"]
+def _samples_table(envs: Sequence[Envelope]) -> pa.Table:
+    """One row per benchmark sample (flattened here: cheaper than unnesting JSON in SQL)."""
+    cols: dict[str, list[Any]] = {name: [] for name in _SAMPLES.names}
+    for env in envs:
+        e = env.event
+        if isinstance(e, BenchmarkSampled):
             n = len(e.samples_us)
-            cols["run_id"].extend([env.run_id] * n)
-            cols["candidate_id"].extend([e.candidate_id] * n)
-            cols["case_id"].extend([e.case_id] * n)
-            cols["phase"].extend([e.phase.value] * n)
-            cols["block"].extend([e.block] * n)
-            cols["sample_index"].extend(range(n))
-            cols["sample_us"].extend(e.samples_us)
-            cols["event_seq"].extend([env.seq] * n)
-        case SourceStored():
-            rows.add(
-                "proj_sources",
-                source_hash=e.source_hash,
-                normalized_hash=e.normalized_hash,
-                text=e.text,
-                size_bytes=e.size_bytes,
-            )
-        case ExclusionRecorded():
-            rows.add(
-                "proj_exclusions",
-                run_id=env.run_id,
-                candidate_id=e.candidate_id,
-                seq=env.seq,
-                signature=e.signature,
-                outcome=e.outcome.value,
-                reason=e.reason,
-                hypothesis=e.hypothesis,
-                bundle_digest=run.bundle_digest,
-                device_kind=run.device_kind,
-            )
-        case _:
-            pass
+            cols["run_id"] += [env.run_id] * n
+            cols["candidate_id"] += [e.candidate_id] * n
+            cols["case_id"] += [e.case_id] * n
+            cols["phase"] += [e.phase.value] * n
+            cols["block"] += [e.block] * n
+            cols["sample_index"] += range(n)
+            cols["sample_us"] += e.samples_us
+            cols["event_seq"] += [env.seq] * n
+    return pa.table(cols, schema=_SAMPLES)
 
 
 # --------------------------------------------------------------------------------------------
@@ -411,11 +272,11 @@ class Store:
         envs = list(envelopes)
         if not envs:
             return 0
-        batch, digests = self._batch_table(envs)
+        samples, incoming = incoming_tables(envs)
         with self._connect(write=True) as con:
             con.execute("BEGIN")
             try:
-                added = self._ingest_locked(con, envs, batch, digests)
+                added = self._ingest_locked(con, incoming, samples)
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
@@ -427,124 +288,53 @@ class Store:
         return self.ingest(read_envelopes(path))
 
     @staticmethod
-    def _batch_table(envs: Sequence[Envelope]) -> tuple[pa.Table, list[str]]:
-        seen: dict[str, str] = {}
-        cols: dict[str, list[Any]] = {name: [] for name in _SCHEMAS["events"].names}
-        digests = []
-        for env in envs:
-            payload = codec.payload_json(env.event)
-            digest = codec.body_digest(env, payload)
-            prior = seen.get(env.event_id)
-            if prior is not None and prior != digest:
-                raise EventConflictError(
-                    f"event {env.event_id} appears twice in one batch with different bodies"
-                )
-            seen[env.event_id] = digest
-            cols["event_id"].append(env.event_id)
-            cols["run_id"].append(env.run_id)
-            cols["seq"].append(env.seq)
-            cols["recorded_at"].append(env.recorded_at)
-            cols["type"].append(env.event.type)
-            cols["schema_version"].append(type(env.event).SCHEMA_VERSION)
-            cols["payload"].append(payload)
-            cols["body_digest"].append(digest)
-            digests.append(digest)
-        return pa.table(cols, schema=_SCHEMAS["events"]), digests
-
     def _ingest_locked(
-        self,
-        con: duckdb.DuckDBPyConnection,
-        envs: list[Envelope],
-        batch: pa.Table,
-        digests: list[str],
+        con: duckdb.DuckDBPyConnection, incoming: pa.Table, samples: pa.Table
     ) -> int:
-        con.register("batch_events", batch)
-        stored = {
-            (r[0], r[1]): (r[2], r[3]) for r in con.execute(store_sql("existing_events")).fetchall()
-        }
-        runs = sorted({e.run_id for e in envs})
-        heads = dict(
-            con.execute(
-                "SELECT run_id, next_seq FROM run_heads WHERE list_contains(?, run_id)", [runs]
-            ).fetchall()
-        )
-        next_seq = {r: heads.get(r, 0) for r in runs}
-        keep: list[bool] = []
-        new_envs: list[Envelope] = []
-        taken: set[tuple[str, int]] = set()
-        for env, digest in zip(envs, digests, strict=True):
-            key = (env.run_id, env.seq)
-            if key in stored:
-                event_id, stored_digest = stored[key]
-                if event_id != env.event_id:
-                    raise SequenceConflictError(
-                        f"run {env.run_id} seq {env.seq} is already event {event_id}, not {env.event_id}: two logs claim one run"
-                    )
-                if stored_digest != digest:
-                    raise EventConflictError(
-                        f"event {env.event_id} (run {env.run_id} seq {env.seq}) is already stored with a different body"
-                    )
-                keep.append(False)
-                continue
-            if key in taken:  # the same event twice in one batch (same body: checked above)
-                keep.append(False)
-                continue
-            if env.seq != next_seq[env.run_id]:
+        con.register("incoming", incoming)
+        con.register("incoming_samples", samples)
+        con.execute(store_sql("ingest_stage"))
+        clashes = con.execute(store_sql("ingest_clashes")).fetchall()
+        for run_id, seq, new_id, stored_id, stored, offered in clashes:
+            if new_id != stored_id:
                 raise SequenceConflictError(
-                    f"run {env.run_id}: event seq {env.seq} leaves a gap; the store expects seq {next_seq[env.run_id]}"
+                    f"run {run_id} seq {seq} is already event {stored_id}, not {new_id}: two logs claim one run"
                 )
-            next_seq[env.run_id] += 1
-            taken.add(key)
-            keep.append(True)
-            new_envs.append(env)
-        if not new_envs:
+            # written by another tlxdb version? the same event once both are upcast
+            if _record(stored) != _record(offered):
+                raise EventConflictError(
+                    f"event {new_id} (run {run_id} seq {seq}) is already stored with a different body"
+                )
+        if con.execute("SELECT count(*) FROM taken").fetchone() != (0,):
+            con.execute(store_sql("ingest_fresh"))  # a copy without the events already stored
+        else:
+            con.execute("CREATE OR REPLACE TEMPORARY VIEW fresh AS SELECT * FROM incoming")
+        added = 0
+        for run_id, lo, hi, n, distinct, next_seq in con.execute(
+            store_sql("ingest_checks")
+        ).fetchall():
+            if distinct != n:
+                raise SequenceConflictError(
+                    f"run {run_id}: one batch holds two events with the same seq"
+                )
+            if lo != next_seq:
+                raise SequenceConflictError(
+                    f"run {run_id}: event seq {lo} leaves a gap; the store expects seq {next_seq}"
+                )
+            if hi - lo + 1 != n:
+                raise SequenceConflictError(
+                    f"run {run_id}: the batch's seqs {lo}..{hi} have gaps ({n} events)"
+                )
+            added += n
+        if added == 0:
             return 0
-        new = batch.filter(pa.array(keep))
-        con.register("new_events", new)
-        reused = con.execute(store_sql("reused_event_ids")).fetchone()
+        reused = con.execute(store_sql("ingest_reused_ids")).fetchone()
         if reused is not None:
             raise EventConflictError(
                 f"event id {reused[0]} is already stored as run {reused[1]} seq {reused[2]} with a different body"
             )
-        facts = self._run_facts(con, new_envs)
-        rows = _Rows()
-        for env in new_envs:
-            _project(rows, env, facts)
-        con.execute("INSERT INTO events BY NAME SELECT * FROM new_events")
-        for table in _SCHEMAS:
-            if table == "events" or not rows.columns[table][_SCHEMAS[table].names[0]]:
-                continue
-            con.register(f"new_{table}", rows.table(table))
-            if table == "proj_sources":  # content-addressed: a text is stored once
-                con.execute(
-                    "INSERT INTO proj_sources BY NAME SELECT DISTINCT ON (source_hash) * FROM new_proj_sources n "
-                    "WHERE NOT EXISTS (SELECT 1 FROM proj_sources s WHERE s.source_hash = n.source_hash)"
-                )
-            else:
-                con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM new_{table}")
-        changed = [r for r in runs if next_seq[r] != heads.get(r, 0)]
-        con.execute("DELETE FROM run_heads WHERE list_contains(?, run_id)", [changed])
-        con.execute(
-            "INSERT INTO run_heads SELECT unnest(?), unnest(?)",
-            [changed, [next_seq[r] for r in changed]],
-        )
-        return len(new_envs)
-
-    @staticmethod
-    def _run_facts(con: duckdb.DuckDBPyConnection, envs: list[Envelope]) -> dict[str, _RunFacts]:
-        facts: dict[str, _RunFacts] = {}
-        for env in envs:
-            if isinstance(env.event, RunStarted):
-                e = env.event
-                facts[env.run_id] = _RunFacts(e.measurement_key, e.bundle_digest, e.device.kind)
-        missing = sorted({e.run_id for e in envs} - facts.keys())
-        if missing:
-            for run_id, mk, bd, dk in con.execute(
-                "SELECT run_id, measurement_key, bundle_digest, device_kind FROM proj_runs WHERE list_contains(?, run_id)",
-                [missing],
-            ).fetchall():
-                facts[run_id] = _RunFacts(mk, bd, dk)
-        return facts
+        con.execute(store_sql("ingest_write"))
+        return added
 
     # ---- reading ------------------------------------------------------------------------
     def query(

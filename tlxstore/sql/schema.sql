@@ -13,8 +13,7 @@ CREATE TABLE events (
     recorded_at TIMESTAMPTZ NOT NULL,
     type VARCHAR NOT NULL,
     schema_version INTEGER NOT NULL,
-    payload JSON NOT NULL,
-    body_digest VARCHAR NOT NULL
+    payload JSON NOT NULL
 );
 
 -- next expected seq per run: the gapless-sequence check and the event count

@@ -1,0 +1,65 @@
+-- Append the fresh events and their projections, in the ingest's transaction. Each payload is
+-- parsed once (from_json into a struct), never once per field.
+INSERT INTO events
+SELECT event_id, run_id, seq, recorded_at, type, schema_version, payload FROM fresh;
+
+INSERT INTO proj_runs
+SELECT
+    run_id, recorded_at, p.host, p.device.kind, p.device.backend, p.provider, p.model, p.kernel_path,
+    p.kernel_sha256, p.bundle_digest, p.measurement_key, p.output_dir, p.label, p.tool_versions.triton,
+    p.tool_versions.torch
+FROM (
+    SELECT run_id, recorded_at, from_json(payload, '{"host": "VARCHAR", "device": {"kind": "VARCHAR", "backend": "VARCHAR"},
+        "provider": "VARCHAR", "model": "VARCHAR", "kernel_path": "VARCHAR", "kernel_sha256": "VARCHAR",
+        "bundle_digest": "VARCHAR", "measurement_key": "VARCHAR", "output_dir": "VARCHAR", "label": "VARCHAR",
+        "tool_versions": {"triton": "VARCHAR", "torch": "VARCHAR"}}') AS p
+    FROM fresh WHERE type = 'RunStarted'
+);
+
+INSERT INTO proj_candidates
+SELECT
+    c.run_id, c.p.candidate_id, c.seq, c.recorded_at, c.p.round, c.p.parent_id, c.p.provider, c.p.hypothesis,
+    c.p.hypothesis_kind, c.p.source_hash, c.p.normalized_hash, r.measurement_key, c.p.knobs
+FROM (
+    SELECT run_id, seq, recorded_at, from_json(payload, '{"candidate_id": "VARCHAR", "round": "INTEGER",
+        "parent_id": "VARCHAR", "provider": "VARCHAR", "hypothesis": "VARCHAR", "hypothesis_kind": "VARCHAR",
+        "source_hash": "VARCHAR", "normalized_hash": "VARCHAR", "knobs": "JSON"}') AS p
+    FROM fresh WHERE type = 'CandidateProposed'
+) c
+LEFT JOIN proj_runs r ON r.run_id = c.run_id;
+
+INSERT INTO proj_decisions
+SELECT run_id, p.candidate_id, seq, recorded_at, p.outcome, p.reason, p.speedup, p.ci_low, p.ci_high, p.compared_to
+FROM (
+    SELECT run_id, seq, recorded_at, from_json(payload, '{"candidate_id": "VARCHAR", "outcome": "VARCHAR",
+        "reason": "VARCHAR", "speedup": "DOUBLE", "ci_low": "DOUBLE", "ci_high": "DOUBLE",
+        "compared_to": "VARCHAR"}') AS p
+    FROM fresh WHERE type = 'DecisionMade'
+);
+
+-- the samples were flattened by the caller (Arrow table `incoming_samples`)
+INSERT INTO proj_samples
+SELECT s.* FROM incoming_samples s SEMI JOIN fresh f ON f.run_id = s.run_id AND f.seq = s.event_seq;
+
+INSERT INTO proj_sources
+SELECT DISTINCT ON (n.p.source_hash) n.p.source_hash, n.p.normalized_hash, n.p.text, n.p.size_bytes
+FROM (
+    SELECT from_json(payload, '{"source_hash": "VARCHAR", "normalized_hash": "VARCHAR", "text": "VARCHAR",
+        "size_bytes": "BIGINT"}') AS p
+    FROM fresh WHERE type = 'SourceStored'
+) n
+WHERE NOT EXISTS (SELECT 1 FROM proj_sources s WHERE s.source_hash = n.p.source_hash);
+
+INSERT INTO proj_exclusions
+SELECT
+    x.run_id, x.p.candidate_id, x.seq, x.p.signature, x.p.outcome, x.p.reason, x.p.hypothesis,
+    r.bundle_digest, r.device_kind
+FROM (
+    SELECT run_id, seq, from_json(payload, '{"candidate_id": "VARCHAR", "signature": "VARCHAR",
+        "outcome": "VARCHAR", "reason": "VARCHAR", "hypothesis": "VARCHAR"}') AS p
+    FROM fresh WHERE type = 'ExclusionRecorded'
+) x
+LEFT JOIN proj_runs r ON r.run_id = x.run_id;
+
+DELETE FROM run_heads WHERE run_id IN (SELECT run_id FROM fresh);
+INSERT INTO run_heads SELECT run_id, max(seq) + 1 FROM fresh GROUP BY run_id;
