@@ -486,3 +486,24 @@ def test_replacing_the_snapshot_check_from_inside_the_child_does_not_silence_it(
         "patched:optimizer.guards.snapshot.Snapshot" not in guards
     )  # the class is the same object
     assert summary.blocked_by_guard
+
+
+def test_a_benchmark_that_raises_is_a_harness_error_with_the_traceback_tail(tmp_path):
+    harness = HARNESS + "\n\ndef benchmark(mod, case, repetitions):\n    return 1 / 0\n"
+    ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
+    summary, events = run(ev, request(verify_repeats=1))
+    (failure,) = of(events, InfrastructureFailed)
+    assert failure.kind == FailureKind.HARNESS_ERROR and not failure.retryable
+    assert "ZeroDivisionError: division by zero" in failure.diagnostics
+    assert "ZeroDivisionError" in summary.reason and not summary.benchmarked
+
+
+def test_a_verify_that_raises_is_a_failed_verification_with_the_traceback_tail(tmp_path):
+    harness = HARNESS.replace(
+        "def verify(mod, case):", "def verify(mod, case):\n    raise KeyError('missing tensor')"
+    )
+    ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
+    summary, events = run(ev, request())
+    (verification,) = of(events, CaseVerified)
+    assert not verification.passed and "KeyError: 'missing tensor'" in verification.diagnostics
+    assert not of(events, InfrastructureFailed) and not summary.verified
