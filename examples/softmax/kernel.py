@@ -44,5 +44,5 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dimension of a 2-D tensor."""
     n_rows, n_cols = x.shape
     y = torch.empty_like(x)
-    softmax_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK=64, num_warps=4)
+    softmax_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK=128, num_warps=4)
     return y

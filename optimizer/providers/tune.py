@@ -43,12 +43,14 @@ from optimizer.knobs import (
 )
 from optimizer.providers import ProviderOptions
 from optimizer.providers.base import (
+    CaseSpec,
     MeasuredCandidate,
     Proposal,
     ProviderContext,
     ProviderError,
     Recorder,
     SearchExhausted,
+    TargetSpec,
 )
 
 # Hardware limits the search respects. Shared memory per block (bytes) by compute capability.
@@ -104,11 +106,11 @@ class TuneProvider:
         """One configuration change of ctx.parent_source, or SearchExhausted with the reason."""
         try:
             base, space = self._base(ctx)
+            if isinstance(base, Proposal | SearchExhausted):
+                return base
+            domains = search_space(space, ctx.target, ctx.cases)
         except KnobError as e:
             raise ProviderError(f"tune: {e.message}") from e
-        if isinstance(base, Proposal | SearchExhausted):
-            return base
-        domains = self._domains(ctx, space)
         if not domains:
             return SearchExhausted(
                 reason="tune: the kernel states no tunable launch or compile knob"
@@ -196,41 +198,6 @@ class TuneProvider:
                 ), space
             return best[1], find_knobs(best[1])
         return ctx.parent_source, space
-
-    def _domains(self, ctx: ProviderContext, space: KnobSpace) -> dict[str, list[int]]:
-        declared = declared_space(ctx.target.tuning_space)
-        knobs = space.by_name()
-        if declared:
-            unknown = sorted(set(declared) - set(knobs))
-            if unknown:
-                raise ProviderError(
-                    f"tune: tuning_space names {', '.join(unknown)}, which the kernel does not have"
-                )
-            return {n: sorted(set(v) | {knobs[n].value}) for n, v in declared.items()}
-        backend = ctx.target.backend
-        largest = max(
-            (v for c in ctx.cases for v in c.parameters.values() if type(v) is int and v > 0),
-            default=_MAX_BLOCK,
-        )
-        block_hi = min(_MAX_BLOCK, 1 << max(0, math.ceil(math.log2(largest))))
-        out: dict[str, list[int]] = {}
-        for k in space.knobs:
-            info = space.kernels.get(k.kernel)
-            if k.role == KnobRole.BLOCK:
-                if k.value & (k.value - 1):
-                    continue  # not a power of two: the kernel chose it for a reason of its own
-                lo = min(k.value, _MIN_BLOCK)
-                hi = max(k.value, block_hi)
-                out[k.name] = [1 << e for e in range(lo.bit_length() - 1, hi.bit_length())]
-            elif k.role == KnobRole.WARPS and backend != "cpu":
-                out[k.name] = sorted(set(_WARPS[backend]) | {k.value})
-            elif k.role == KnobRole.STAGES and backend != "cpu":
-                has_loop = info is not None and (info.uses_dot or info.loop_step_params)
-                if has_loop or k.value != DEFAULT_NUM_STAGES:
-                    out[k.name] = sorted(set(_STAGES) | {k.value})
-            elif k.role == KnobRole.INTEGER and k.value > 0 and not k.value & (k.value - 1):
-                out[k.name] = [1 << e for e in range(0, max(k.value, 64).bit_length())]
-        return out
 
     # ---- the evidence -----------------------------------------------------------------------
     def _evidence(
@@ -510,6 +477,49 @@ class TuneProvider:
             commit_title=f"Tune {_change(parent, move.config)}",
             knobs=move.config,
         )
+
+
+def search_space(
+    space: KnobSpace, target: TargetSpec, cases: list[CaseSpec]
+) -> dict[str, list[int]]:
+    """The values tune may give each knob: the target's declared `tuning_space` when it has one
+    (the whole search), else by role: blocks are powers of two from 16 (or less, if the kernel
+    starts lower) up to the largest integer case parameter (at most 16384); warps and stages what
+    the backend accepts; none of those two on the cpu backend, where the interpreter ignores them.
+    """
+    declared = declared_space(target.tuning_space)
+    knobs = space.by_name()
+    if declared:
+        unknown = sorted(set(declared) - set(knobs))
+        if unknown:
+            raise ProviderError(
+                f"tune: tuning_space names {', '.join(unknown)}, which the kernel does not have"
+            )
+        return {n: sorted(set(v) | {knobs[n].value}) for n, v in declared.items()}
+    backend = target.backend
+    largest = max(
+        (v for c in cases for v in c.parameters.values() if type(v) is int and v > 0),
+        default=_MAX_BLOCK,
+    )
+    block_hi = min(_MAX_BLOCK, 1 << max(0, math.ceil(math.log2(largest))))
+    out: dict[str, list[int]] = {}
+    for k in space.knobs:
+        info = space.kernels.get(k.kernel)
+        if k.role == KnobRole.BLOCK:
+            if k.value & (k.value - 1):
+                continue  # not a power of two: the kernel chose it for a reason of its own
+            lo = min(k.value, _MIN_BLOCK)
+            hi = max(k.value, block_hi)
+            out[k.name] = [1 << e for e in range(lo.bit_length() - 1, hi.bit_length())]
+        elif k.role == KnobRole.WARPS and backend != "cpu":
+            out[k.name] = sorted(set(_WARPS[backend]) | {k.value})
+        elif k.role == KnobRole.STAGES and backend != "cpu":
+            has_loop = info is not None and (info.uses_dot or info.loop_step_params)
+            if has_loop or k.value != DEFAULT_NUM_STAGES:
+                out[k.name] = sorted(set(_STAGES) | {k.value})
+        elif k.role == KnobRole.INTEGER and k.value > 0 and not k.value & (k.value - 1):
+            out[k.name] = [1 << e for e in range(0, max(k.value, 64).bit_length())]
+    return out
 
 
 # ---- pure helpers ------------------------------------------------------------------------------

@@ -60,7 +60,7 @@ def _changed_lines(a: str, b: str) -> list[str]:
 def test_launch_constexpr_and_compile_knobs_are_found():
     space = find_knobs(SOFTMAX)
     knobs = space.by_name()
-    assert knob_values(SOFTMAX) == {"BLOCK": 64, "num_warps": 4, "num_stages": 3}
+    assert knob_values(SOFTMAX) == {"BLOCK": 128, "num_warps": 4, "num_stages": 3}
     assert knobs["BLOCK"].role == KnobRole.BLOCK and knobs["BLOCK"].loop_step
     assert knobs["BLOCK"].origin == KnobOrigin.LAUNCH
     assert knobs["num_warps"].explicit and not knobs["num_stages"].explicit  # Triton's default

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 SOFTMAX = (REPO / "examples" / "softmax" / "kernel.py").read_text()
 RMSNORM = (REPO / "examples" / "rmsnorm" / "kernel.py").read_text()
 MATMUL = (REPO / "examples" / "matmul" / "kernel.py").read_text()
-HOST_CASES = [CaseSpec(case_id="4x4096", parameters={"n_rows": 4, "n_cols": 4096})]
+HOST_CASES = [CaseSpec(case_id="2x4096", parameters={"n_rows": 2, "n_cols": 4096})]
 GPU_CASES = [CaseSpec(case_id="16384x8192", parameters={"n_rows": 16384, "n_cols": 8192})]
 
 Cost = Callable[[dict[str, int]], float | None]  # microseconds; None: the candidate failed
@@ -125,9 +125,9 @@ def test_a_proposal_is_a_real_rewrite_with_its_hypothesis():
     result = TuneProvider().propose(context(SOFTMAX, []), lambda e: None)
     assert isinstance(result, Proposal)
     assert result.source == apply_knobs(SOFTMAX, result.knobs) != SOFTMAX
-    assert result.knobs == {"BLOCK": 512}  # half the room toward 4096, in powers of two
-    assert result.change == "BLOCK 64→512"
-    assert result.expected_effect == "BLOCK 64→512: 1/8 the loop trips per program"
+    assert result.knobs == {"BLOCK": 1024}  # half the room toward 4096, in powers of two
+    assert result.change == "BLOCK 128→1024"
+    assert result.expected_effect == "BLOCK 128→1024: 1/8 the loop trips per program"
     assert result.hypothesis and result.evidence and result.risk
     assert result.hypothesis_kind == "block_size"
 
@@ -142,7 +142,7 @@ def test_on_the_interpreter_only_constexpr_knobs_are_searched():
 
 def test_the_search_reaches_the_best_block_accelerating_toward_what_helped():
     proposals, measured, done = drive(SOFTMAX, interpreter_softmax)
-    assert [p.change for p in proposals[:2]] == ["BLOCK 64→512", "BLOCK 512→4096"]
+    assert [p.change for p in proposals[:2]] == ["BLOCK 128→1024", "BLOCK 1024→4096"]
     assert best_of(measured).knobs == {"BLOCK": 4096}
     assert len(proposals) <= 4
     assert isinstance(done, SearchExhausted) and "BLOCK=4096" in done.reason
@@ -169,13 +169,13 @@ def test_a_second_run_starts_from_the_best_configuration_of_earlier_runs():
 
 
 def test_a_failed_configuration_closes_its_direction():
-    def cost(config):  # anything above 512 fails to build
-        return None if config["BLOCK"] > 512 else interpreter_softmax(config)
+    def cost(config):  # anything above 1024 fails to build
+        return None if config["BLOCK"] > 1024 else interpreter_softmax(config)
 
     proposals, measured, _ = drive(SOFTMAX, cost)
     tried = [p.knobs["BLOCK"] for p in proposals]
-    assert sum(1 for b in tried if b > 512) <= 2  # bisects back, never walks into the failure
-    assert best_of(measured).knobs == {"BLOCK": 512}
+    assert sum(1 for b in tried if b > 1024) <= 2  # bisects back, never walks into the failure
+    assert best_of(measured).knobs == {"BLOCK": 1024}
 
 
 def test_two_proposals_in_one_round_are_different():
@@ -247,7 +247,7 @@ def test_measurements_of_another_kernel_are_not_taken_for_this_one():
     best = best_of(other)
     result = TuneProvider().propose(context(SOFTMAX, other, prior_best=[best]), lambda e: None)
     assert isinstance(result, Proposal) and result.replays is None  # no adoption across kernels
-    assert result.knobs == {"BLOCK": 512}
+    assert result.knobs == {"BLOCK": 1024}
 
 
 def test_an_autotuned_kernel_is_pinned_config_by_config_first():
