@@ -9,6 +9,7 @@ runs, and the evidence of runs named with --prior-run even when they measured el
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from optimizer import stats
 from optimizer.bundle import Bundle
@@ -92,9 +93,29 @@ def _best_first(measured: Sequence[MeasuredCandidate]) -> list[MeasuredCandidate
     return sorted(good, key=lambda m: -(m.speedup or 0.0))
 
 
+@dataclass(frozen=True)
+class SharedEvidence:
+    """The store's part of a context: what every run under this identity has learned."""
+
+    measured: list[MeasuredCandidate]
+    exclusions: list[Exclusion]
+    prior_best: list[MeasuredCandidate]
+
+
+def fetch_shared(
+    store: Store, measurement_key: str, bundle_digest: str, device_kind: str, run_id: str
+) -> SharedEvidence:
+    """Three lookups (milliseconds each on a large store); run off the loop's critical path."""
+    return SharedEvidence(
+        measured=lookups.measured_candidates(store, measurement_key),
+        exclusions=lookups.exclusions(store, bundle_digest, device_kind),
+        prior_best=lookups.prior_best(store, measurement_key, run_id),
+    )
+
+
 def build_context(
     *,
-    store: Store,
+    shared: SharedEvidence,
     state: RunState,
     bundle: Bundle,
     device: DeviceInfo,
@@ -105,7 +126,6 @@ def build_context(
     peak_flops_per_s: float | None = None,
 ) -> ProviderContext:
     assert state.started is not None and state.run_id is not None
-    started = state.started
     parent_id = state.incumbent_id or BASELINE_ID
     parent = state.candidates[parent_id]
     baseline = state.candidates[BASELINE_ID]
@@ -114,7 +134,7 @@ def build_context(
     prior_exclusions = [e for p in prior_runs for e in exclusions_in(p)]
     measured = _merge_measured(
         measured_in(state),
-        lookups.measured_candidates(store, started.measurement_key),
+        shared.measured,
         prior_measured,
     )
     return ProviderContext(
@@ -134,11 +154,11 @@ def build_context(
         parent_profile=[m for p in parent.profiles for m in p.metrics],
         measured=measured,
         exclusions=_merge_exclusions(
-            lookups.exclusions(store, started.bundle_digest, device.kind),
+            shared.exclusions,
             [*exclusions_in(state), *prior_exclusions],
         ),
         prior_best=_merge_measured(
-            lookups.prior_best(store, started.measurement_key, state.run_id),
+            shared.prior_best,
             _best_first(prior_measured),
         ),
         peak_bandwidth_bytes_per_s=peak_bandwidth_bytes_per_s,

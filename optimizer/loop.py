@@ -26,14 +26,15 @@ from enum import Enum
 from typing import Literal
 
 from optimizer import policy, stats
-from optimizer.bundle import FrozenBundle
-from optimizer.context import build_context
+from optimizer.bundle import BundleChangedError, FrozenBundle
+from optimizer.context import SharedEvidence, build_context, fetch_shared
 from optimizer.evaluate import Evaluator
 from optimizer.evaluation import EvalRequest
 from optimizer.identity import source_hashes
 from optimizer.output import OutputFolder, RunResult, result_from_state, winner
 from optimizer.providers.base import Proposal, Provider, ProviderError, SearchExhausted
 from optimizer.report import markdown_report
+from optimizer.storelink import StoreLink
 from queries import lookups
 from tlxstore.events import (
     CandidateProposed,
@@ -215,6 +216,14 @@ class Run:
         self._uningested: list[Envelope] = []
         self._t0 = time.monotonic() - elapsed_before_s
         self._exhausted: str | None = None
+        self.link: StoreLink[SharedEvidence] = StoreLink(setup.store, self._fetch_shared)
+
+    def _fetch_shared(self, store: Store) -> SharedEvidence:
+        started, run_id = self.state.started, self.state.run_id  # set once, by the first event
+        assert started is not None and run_id is not None
+        return fetch_shared(
+            store, started.measurement_key, started.bundle_digest, started.device.kind, run_id
+        )
 
     # -- events --
     def append(self, *events: Event) -> None:
@@ -227,8 +236,9 @@ class Run:
         self._uningested.extend(envs)
 
     def ingest(self) -> None:
+        """Hand the events appended since the last call to the store (ingested in the background)."""
         if self._uningested:
-            self.s.store.ingest(self._uningested)
+            self.link.ingest(self._uningested)
             self._uningested = []
 
     # -- the loop --
@@ -261,11 +271,7 @@ class Run:
                 )
             )
             self._write_final()
-        except (
-            Exception
-        ) as e:  # a changed bundle, or a bug: record why the run ended, then re-raise
-            from optimizer.bundle import BundleChangedError
-
+        except Exception as e:  # a changed bundle, or a bug: record why the run ended
             reason = (
                 StoppingReason.BUNDLE_CHANGED
                 if isinstance(e, BundleChangedError)
@@ -283,6 +289,7 @@ class Run:
                 raise
         finally:
             self.ingest()
+            self.link.close()
         return self.result()
 
     def result(self) -> RunResult:
@@ -302,7 +309,7 @@ class Run:
     def _propose(self, nxt: Next) -> None:
         self.s.frozen.check()
         ctx = build_context(
-            store=self.s.store,
+            shared=self.link.shared(),
             state=self.state,
             bundle=self.s.frozen.bundle,
             device=self._device(),

@@ -58,6 +58,9 @@ class ProviderRegistry:
     def register(self, name: str, factory: Factory) -> None:
         self._factories[name] = factory
 
+    def unregister(self, name: str) -> None:
+        self._factories.pop(name, None)
+
     def names(self) -> list[str]:
         return sorted(set(self._builtin) | set(self._factories))
 

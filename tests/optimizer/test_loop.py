@@ -21,9 +21,10 @@ pytestmark = pytest.mark.slow
 BLOCK_256 = KERNEL.read_text().replace("BLOCK_SIZE = 64", "BLOCK_SIZE = 256")
 SCRIPT = [
     set_block(256),
-    constant(  # c001's source with a docstring and a comment: the same kernel, whoever the parent is
-        '"""Reformatted."""\n'
-        + BLOCK_256.replace("BLOCK_SIZE = 256", "BLOCK_SIZE = 256  # a comment"),
+    constant(  # c001's source with another docstring and a comment: the same kernel, whoever the parent is
+        BLOCK_256.replace("Element-wise vector add", "Vector add, reworded").replace(
+            "BLOCK_SIZE = 256", "BLOCK_SIZE = 256  # a comment"
+        ),
         {"comment": 1},
         "a docstring and a comment change nothing",
     ),

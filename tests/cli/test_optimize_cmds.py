@@ -1,0 +1,387 @@
+"""`tlxdb optimize | validate | show | report | replay` through the real CLI (CliRunner) against
+real DuckDB files in tmp_path, with the vecadd bundle on the Triton interpreter."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "optimizer"))
+
+from bundles import KERNEL, kernel_copy, vecadd_bundle  # noqa: E402
+from scripted_provider import ScriptedProvider, set_block  # noqa: E402
+
+from cli.main import main  # noqa: E402
+from optimizer.providers import registry  # noqa: E402
+from tlxstore.store import Store  # noqa: E402
+
+FAST = [
+    "--benchmark-repetitions",
+    "8",
+    "--max-cv",
+    "5",
+    "--max-candidate-seconds",
+    "60",
+    "--no-commit-winner",
+]
+
+
+@pytest.fixture
+def scripted():
+    """Registers a `scripted` provider through the real registry for the duration of a test."""
+    steps: list = []
+    registry.register("scripted", lambda options: ScriptedProvider(list(steps)))
+    yield steps
+    registry.unregister("scripted")
+
+
+def _invoke(args: list[str]):
+    return CliRunner().invoke(main, args, catch_exceptions=False)
+
+
+def _args(
+    tmp: Path, bundle: Path | None = None, kernel: Path | None = None, extra: list[str] = ()
+) -> list[str]:
+    bundle = bundle or vecadd_bundle(tmp / "bundle")
+    kernel = kernel or kernel_copy(tmp / "src")
+    return [
+        "optimize",
+        "--kernel",
+        str(kernel),
+        "--bundle",
+        str(bundle),
+        "--store",
+        str(tmp / "s.duckdb"),
+        "--output-dir",
+        str(tmp / "out"),
+        *FAST,
+        *extra,
+    ]
+
+
+@pytest.mark.slow
+def test_optimize_prints_the_result_and_show_report_replay_read_it_back(tmp_path, scripted):
+    scripted.append(set_block(256))
+    r = _invoke(
+        _args(
+            tmp_path,
+            extra=["--provider", "scripted", "--max-rounds", "1", "--candidates-per-round", "1"],
+        )
+    )
+    assert r.exit_code == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["winner_id"] == "c001" and out["success"] and out["stopping_reason"] == "max_rounds"
+    assert out["speedup"] > 1 and out["ci_low"] > 1 and out["commit"] is None
+    assert [c["case_id"] for c in out["baseline"]] == ["n2048", "n1000"] and out["final"][0][
+        "median_us"
+    ] > 0
+    assert json.loads((tmp_path / "out" / "result.json").read_text()) == out
+    err = r.stderr
+    assert "c001 (round 1, parent baseline) hypothesis: fewer, wider programs" in err
+    assert "change: BLOCK_SIZE=256 | expected: lower median | risk: low" in err
+    assert "c001 verify n2048 (attempt 1): correct" in err
+    assert "c001 bench n2048: median" in err and "p95" in err and "CV" in err
+    assert "c001 PROMOTED: speedup" in err and "c001 survived final revalidation" in err
+    assert "def add_kernel" not in err and "tl.store" not in err  # kernel source is never printed
+
+    run_id = out["run_id"]
+    shown = _invoke(["show", run_id[:12], "--store", str(tmp_path / "s.duckdb")])
+    assert (
+        shown.exit_code == 0
+        and "c001 PROMOTED" in shown.stdout
+        and "run finished: max_rounds" in shown.stdout
+    )
+
+    rep = _invoke(
+        ["report", run_id, "--store", str(tmp_path / "s.duckdb"), "--to", str(tmp_path / "rep")]
+    )
+    assert rep.exit_code == 0
+    md, html = (tmp_path / "rep" / "report.md"), (tmp_path / "rep" / "report.html")
+    assert rep.stdout.split() == [str(md), str(html)]
+    assert "| c001 | 1 | baseline |" in md.read_text()
+    assert html.read_text().count("<svg") == 2
+
+    same = _invoke(["replay", run_id, "--store", str(tmp_path / "s.duckdb")])
+    assert (
+        same.exit_code == 0 and "  c001       recorded promoted  replayed promoted" in same.stdout
+    )
+    strict = _invoke(
+        [
+            "replay",
+            run_id,
+            "--store",
+            str(tmp_path / "s.duckdb"),
+            "--min-speedup",
+            "1000",
+            "--format",
+            "json",
+        ]
+    )
+    replayed = json.loads(strict.stdout)
+    assert replayed["decisions"][0]["replayed"] == "rejected" and replayed["replayed_best"] is None
+    assert replayed["recorded_best"] == "c001"
+
+
+@pytest.mark.slow
+def test_a_run_without_a_winner_exits_2_and_summary_is_short(tmp_path, scripted):
+    r = _invoke(_args(tmp_path, extra=["--provider", "scripted", "--result-format", "summary"]))
+    assert r.exit_code == 2, r.stderr
+    out = json.loads(r.stdout)
+    assert (
+        out["stopping_reason"] == "search_exhausted"
+        and out["winner_id"] is None
+        and out["experiments"] == 0
+    )
+    assert "baseline" not in out
+
+
+def _fails(args: list[str], message: str, tmp: Path) -> None:
+    r = _invoke(args)
+    assert r.exit_code == 1
+    assert r.stderr.strip().splitlines()[-1] == f"Error: {message}"
+    assert not (tmp / "out").exists()  # nothing half-written
+    assert not (tmp / "s.duckdb").exists() or Store(tmp / "s.duckdb").run_ids() == []
+
+
+def test_a_missing_kernel_is_refused(tmp_path):
+    _fails(
+        _args(tmp_path, kernel=tmp_path / "nope.py"),
+        f"kernel not found at {tmp_path / 'nope.py'}",
+        tmp_path,
+    )
+
+
+def test_a_kernel_with_a_syntax_error_is_refused(tmp_path):
+    k = kernel_copy(tmp_path / "src", "def add(:\n")
+    _fails(
+        _args(tmp_path, kernel=k),
+        "kernel vecadd_kernel.py has a syntax error at line 1: invalid syntax",
+        tmp_path,
+    )
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "message"),
+    [
+        ("cases.json", {"case_id": "a"}, "cases.json: must be a list of cases, got a JSON dict"),
+        (
+            "cases.json",
+            [{"case_id": "a"}, {"case_id": "a"}],
+            "cases.json: [1].case_id: duplicate case_id 'a'",
+        ),
+        (
+            "cases.json",
+            [{"case_id": ""}],
+            'cases.json: [0].case_id: string should have at least 1 character (got "")',
+        ),
+        (
+            "cases.json",
+            [{"case_id": "a", "weight": -1}],
+            "cases.json: [0].weight: input should be greater than 0 (got -1)",
+        ),
+        (
+            "target.json",
+            {"backend": "tpu"},
+            "target.json: backend: input should be 'cuda', 'hip' or 'cpu' (got \"tpu\")",
+        ),
+        (
+            "budget.json",
+            {"max_rounds": 0},
+            "budget.json: max_rounds: input should be greater than 0 (got 0)",
+        ),
+        (
+            "budget.json",
+            {"min_speedup": 0.5},
+            "budget.json: min_speedup: input should be greater than or equal to 1 (got 0.5)",
+        ),
+    ],
+)
+def test_bad_bundle_files_are_refused_naming_file_and_field(tmp_path, file, content, message):
+    bundle = vecadd_bundle(tmp_path / "bundle")
+    (bundle / file).write_text(json.dumps(content))
+    _fails(_args(tmp_path, bundle=bundle), message, tmp_path)
+
+
+def test_an_unreadable_bundle_file_is_refused(tmp_path):
+    bundle = vecadd_bundle(tmp_path / "bundle")
+    (bundle / "target.json").write_bytes(b"\xff\xfe{")
+    r = _invoke(_args(tmp_path, bundle=bundle))
+    assert r.exit_code == 1 and r.stderr.startswith(
+        f"Error: cannot read target.json at {bundle / 'target.json'}: "
+    )
+
+
+def test_a_non_positive_flag_is_refused(tmp_path):
+    _fails(
+        _args(tmp_path, extra=["--max-cv", "0"]),
+        "--max-cv must be greater than 0 (got 0.0)",
+        tmp_path,
+    )
+
+
+def test_an_arch_that_does_not_match_the_device_is_refused(tmp_path):
+    import platform
+
+    _fails(
+        _args(tmp_path, extra=["--arch", "sm_90"]),
+        f"--arch sm_90 does not match the device: cpu-interpreter is {platform.machine()}",
+        tmp_path,
+    )
+
+
+def test_an_unknown_provider_is_refused(tmp_path):
+    _fails(
+        _args(tmp_path, extra=["--provider", "oracle"]),
+        "unknown provider 'oracle'; choose one of: command, llm, replay, tune",
+        tmp_path,
+    )
+
+
+def test_an_output_folder_in_use_is_refused(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("mine")
+    r = _invoke(_args(tmp_path))
+    assert r.exit_code == 1
+    assert (
+        r.stderr.strip()
+        == f"Error: output folder {tmp_path / 'out'} is not empty; choose another --output-dir"
+    )
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["keep.txt"]
+
+
+def test_resuming_an_unknown_run_names_the_next_step(tmp_path):
+    r = _invoke(["optimize", "--resume", "r2099", "--store", str(tmp_path / "s.duckdb")])
+    assert r.exit_code == 1
+    assert (
+        r.stderr.strip()
+        == f"Error: no run 'r2099' in store {tmp_path / 's.duckdb'}; list runs with `tlxdb runs`"
+    )
+
+
+HARNESS_CASES = [
+    ("\ndel verify\n", "bundle validation failed (harness): harness.py: harness.py lacks verify"),
+    (
+        "\ndel build, benchmark\n",
+        "bundle validation failed (harness): harness.py: harness.py lacks build, benchmark",
+    ),
+    (
+        "\nraise RuntimeError('no GPU here')\n",
+        "bundle validation failed (harness): harness.py: importing harness.py raised: RuntimeError: no GPU here",
+    ),
+    (
+        "\ndef benchmark(artifact, case, repetitions):\n    return [0.0] * repetitions\n",
+        "bundle validation failed (baseline:samples): the harness benchmark failed on case n2048: "
+        "benchmark sample 0 is 0.0 us; samples must be positive",
+    ),
+    (
+        "\ndef benchmark(artifact, case, repetitions):\n    return [-3.0] * repetitions\n",
+        "bundle validation failed (baseline:samples): the harness benchmark failed on case n2048: "
+        "benchmark sample 0 is -3.0 us; samples must be positive",
+    ),
+    (
+        "\ndef benchmark(artifact, case, repetitions):\n    return [float('nan')] * repetitions\n",
+        "bundle validation failed (baseline:samples): the harness benchmark failed on case n2048: "
+        "benchmark sample 0 is nan, not a finite number of microseconds",
+    ),
+    (
+        "\ndef benchmark(artifact, case, repetitions):\n    return []\n",
+        "bundle validation failed (baseline:samples): the harness benchmark failed on case n2048: "
+        "benchmark returned no samples",
+    ),
+]
+
+
+@pytest.mark.parametrize(("append", "message"), HARNESS_CASES)
+def test_a_broken_harness_is_refused_with_the_reason(tmp_path, append, message):
+    _fails(
+        _args(tmp_path, bundle=vecadd_bundle(tmp_path / "bundle", harness_append=append)),
+        message,
+        tmp_path,
+    )
+
+
+ACCEPTS_BROKEN_BUILDS = """
+_build = build
+
+
+def build(kernel_source, target):
+    try:
+        return _build(kernel_source, target)
+    except SyntaxError:
+        return {"lenient": True}
+
+
+_verify = verify
+
+
+def verify(artifact, case):
+    return True if isinstance(artifact, dict) else _verify(artifact, case)
+"""
+
+
+@pytest.mark.slow
+def test_a_bundle_that_builds_a_broken_source_is_refused(tmp_path):
+    bundle = vecadd_bundle(tmp_path / "bundle", harness_append=ACCEPTS_BROKEN_BUILDS)
+    _fails(
+        _args(tmp_path, bundle=bundle),
+        "bundle validation failed (negative:unbuildable): build() accepted a source with a syntax error: "
+        "it cannot tell a broken kernel",
+        tmp_path,
+    )
+
+
+@pytest.mark.slow
+def test_a_bundle_that_accepts_a_wrong_answer_is_refused(tmp_path):
+    bundle = vecadd_bundle(
+        tmp_path / "bundle", harness_append="\ndef verify(artifact, case):\n    return True\n"
+    )
+    _fails(
+        _args(tmp_path, bundle=bundle),
+        "bundle validation failed (negative:wrong_answer): verify() accepted a kernel whose stored values are "
+        "off by 1.0: it cannot catch a wrong answer",
+        tmp_path,
+    )
+
+
+@pytest.mark.slow
+def test_validate_prints_a_pass_fail_table(tmp_path):
+    r = _invoke(
+        [
+            "validate",
+            "--kernel",
+            str(kernel_copy(tmp_path / "src")),
+            "--bundle",
+            str(vecadd_bundle(tmp_path / "bundle")),
+            "--max-cv",
+            "5",
+            "--benchmark-repetitions",
+            "5",
+        ]
+    )
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("device: cpu-interpreter (cpu, ")
+    assert [ln.split()[:2] for ln in lines[1:]] == [
+        ["PASS", "harness"],
+        ["PASS", "baseline:build"],
+        ["PASS", "baseline:verify"],
+        ["PASS", "baseline:samples"],
+        ["PASS", "baseline:profile"],
+        ["PASS", "negative:unbuildable"],
+        ["PASS", "negative:wrong_answer"],
+    ]
+
+
+def test_validate_fails_with_exit_1_and_the_failing_check(tmp_path):
+    bundle = vecadd_bundle(tmp_path / "bundle", harness_append="\ndel verify\n")
+    r = _invoke(["validate", "--kernel", str(KERNEL), "--bundle", str(bundle)])
+    assert r.exit_code == 1
+    assert "FAIL  harness  harness.py: harness.py lacks verify" in r.stdout
+    assert (
+        r.stderr.strip()
+        == "Error: validation failed (harness); the bundle cannot protect an optimization"
+    )
