@@ -263,6 +263,7 @@ class Run:
             while (nxt := plan(self.state, self.s.thresholds, self.budget())).step is not Step.DONE:
                 actions[nxt.step](nxt)
         except KeyboardInterrupt:
+            self._resync()
             self.append(
                 RunFinished(
                     stopping_reason=StoppingReason.INTERRUPTED,
@@ -291,6 +292,12 @@ class Run:
             self.ingest()
             self.link.close()
         return self.result()
+
+    def _resync(self) -> None:
+        """Re-read the log: an interrupt may have landed between a durable append and its fold."""
+        self.envelopes = self.log.envelopes()
+        self.state = fold(self.envelopes)
+        self._uningested = list(self.envelopes)  # ingest is idempotent
 
     def result(self) -> RunResult:
         return result_from_state(self.state, self.s.output.root, self.s.store.path)

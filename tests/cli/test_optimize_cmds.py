@@ -385,3 +385,36 @@ def test_validate_fails_with_exit_1_and_the_failing_check(tmp_path):
         r.stderr.strip()
         == "Error: validation failed (harness); the bundle cannot protect an optimization"
     )
+
+
+def _replay_into(live) -> str:
+    import tempfile
+
+    from tlxstore.fold import RunState
+    from tlxstore.runlog import RunLog
+    from tlxstore.testing import small_run
+
+    with tempfile.TemporaryDirectory() as d:
+        envs = RunLog.create(Path(d), "r20261130-000000-abcdef").append(small_run(2))
+    state = RunState()
+    for env in envs:
+        state.apply(env)
+        live(env, state)
+    live.close()
+    return live.stream.getvalue()
+
+
+def test_the_live_log_shows_a_progress_line_on_a_terminal_only():
+    import io
+
+    from cli.optimize_cmds import LiveLog
+
+    tty = _replay_into(LiveLog(io.StringIO(), tty=True))
+    plain = _replay_into(LiveLog(io.StringIO(), tty=False))
+    assert "\r\033[K" in tty and "[round 1/" in tty
+    assert "\033" not in plain and "[round" not in plain
+    assert plain.splitlines() == [
+        ln
+        for ln in tty.replace("\r\033[K", "\n").splitlines()
+        if ln and not ln.startswith("[round")
+    ]

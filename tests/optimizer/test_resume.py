@@ -22,14 +22,16 @@ pytestmark = pytest.mark.slow
 DRIVER = Path(__file__).resolve().parent / "drive_run.py"
 
 
-def _kill_when(log: Path, proc: subprocess.Popen, seen, timeout_s: float = 240) -> None:
+def _kill_when(
+    log: Path, proc: subprocess.Popen, seen, timeout_s: float = 240, sig: int = signal.SIGKILL
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"the run ended before it could be killed (exit {proc.returncode})")
         if log.exists() and any(seen(env.event) for env in read_envelopes(log)):
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+            os.kill(proc.pid, sig)
+            proc.wait(timeout=120)
             return
         time.sleep(0.05)
     proc.kill()
