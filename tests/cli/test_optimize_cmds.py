@@ -418,3 +418,103 @@ def test_the_live_log_shows_a_progress_line_on_a_terminal_only():
         for ln in tty.replace("\r\033[K", "\n").splitlines()
         if ln and not ln.startswith("[round")
     ]
+
+
+def _git(repo: Path, *args: str) -> str:
+    import subprocess
+
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+        "PATH": "/usr/bin:/bin:/usr/local/bin",
+        "HOME": str(repo),
+    }
+    return subprocess.run(
+        ["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True
+    ).stdout
+
+
+@pytest.mark.slow
+def test_the_revalidated_winner_is_committed_to_the_kernels_git_repository(
+    tmp_path, scripted, monkeypatch
+):
+    repo = tmp_path / "repo"
+    kernel = kernel_copy(repo)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "vecadd_kernel.py")
+    _git(repo, "commit", "-q", "-m", "kernel")
+    for k, v in {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }.items():
+        monkeypatch.setenv(k, v)
+    scripted.append(set_block(256))
+    args = [a for a in _args(tmp_path, kernel=kernel) if a != "--no-commit-winner"]
+    r = _invoke(
+        [
+            *args,
+            "--provider",
+            "scripted",
+            "--max-rounds",
+            "1",
+            "--candidates-per-round",
+            "1",
+            "--commit-message",
+            "vecadd: wider blocks",
+        ]
+    )
+    assert r.exit_code == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["commit"]["success"] and out["commit"]["vcs"] == "git"
+    log = _git(repo, "log", "-1", "--format=%s%n%b")
+    assert log.startswith("vecadd: wider blocks") and "TLX agent authored" in log
+    assert "BLOCK_SIZE = 256" in kernel.read_text()
+    assert "committed c001 as" in r.stderr
+
+
+def test_exit_codes_follow_the_contract():
+    from optimizer.output import CommitResult, RunResult
+    from tlxstore.events import StoppingReason
+
+    base = RunResult(
+        run_id="r",
+        output_dir="o",
+        store="s",
+        stopping_reason=StoppingReason.MAX_ROUNDS,
+        success=True,
+        baseline=[],
+        final=[],
+        speedup=1.2,
+        ci_low=1.1,
+        ci_high=1.3,
+        winner_id="c001",
+        commit=None,
+        experiments=[],
+    )
+    failed_commit = CommitResult(
+        vcs=None,
+        success=False,
+        conflict=False,
+        rev_after=None,
+        subject=None,
+        diagnostics="not in a repository",
+    )
+    assert base.exit_code == 0
+    assert base.model_copy(update={"success": False, "winner_id": None}).exit_code == 2
+    assert base.model_copy(update={"commit": failed_commit}).exit_code == 3
+    assert (
+        base.model_copy(
+            update={"stopping_reason": StoppingReason.INTERRUPTED, "success": False}
+        ).exit_code
+        == 130
+    )
+    assert (
+        base.model_copy(
+            update={"stopping_reason": StoppingReason.BUNDLE_CHANGED, "success": False}
+        ).exit_code
+        == 1
+    )
