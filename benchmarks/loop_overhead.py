@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -140,7 +141,7 @@ def _measure(req: runs.RunRequest, provider: KnobProvider | Any, timers: Timers)
     total = time.perf_counter() - t0
     loop_s = marks["finished"] - marks["validated"]
     evaluator_s = timers.seconds["evaluate"] + timers.seconds["revalidate"]
-    provider_s = getattr(provider, "seconds", 0.0)
+    provider_s = getattr(provider, "seconds", 0.0) + timers.seconds["provider.propose"]
     n = len(result.experiments)
     overhead_s = loop_s - evaluator_s - provider_s
     return {
@@ -189,29 +190,41 @@ def instant(tmp: Path, timers: Timers) -> dict[str, Any]:
     return _measure(req, KnobProvider(limit=ROUNDS * PER_ROUND), timers)
 
 
-def typical(tmp: Path, timers: Timers) -> dict[str, Any]:
-    sys.path.insert(0, str(REPO / "tests" / "optimizer"))
-    from bundles import kernel_copy, vecadd_bundle
-    from scripted_provider import ScriptedProvider, set_block
+def typical(
+    tmp: Path, timers: Timers, bundle_dir: Path | None, kernel: Path | None
+) -> dict[str, Any]:
+    """vecadd on the interpreter with a scripted provider, or a given bundle with the tune provider."""
+    flags = {"max_rounds": 2, "candidates_per_round": 2}
+    if bundle_dir is None:
+        sys.path.insert(0, str(REPO / "tests" / "optimizer"))
+        from bundles import kernel_copy, vecadd_bundle
+        from scripted_provider import ScriptedProvider, set_block
 
+        bundle, kernel = vecadd_bundle(tmp / "vecadd"), kernel_copy(tmp / "src")
+        flags.update(benchmark_repetitions=10, max_cv=5.0)
+        provider: Any = ScriptedProvider(
+            [set_block(128), set_block(256), set_block(512), set_block(1024)]
+        )
+    else:
+        bundle = Path(shutil.copytree(bundle_dir, tmp / "bundle"))
+        budget = bundle / "budget.json"
+        if budget.exists():  # the run's size is this benchmark's, not the example's
+            kept = {k: v for k, v in json.loads(budget.read_text()).items() if k not in flags}
+            budget.write_text(json.dumps(kept))
+        kernel = Path(shutil.copy(kernel, tmp / Path(kernel).name))  # type: ignore[arg-type]
+        from optimizer.providers import tune
+
+        tune.TuneProvider.propose = timers.wrap("provider.propose", tune.TuneProvider.propose)  # type: ignore[method-assign]
+        provider = None  # the default: tune
     req = runs.RunRequest(
-        kernel=kernel_copy(tmp / "src"),
-        bundle=locate(vecadd_bundle(tmp / "vecadd")),
+        kernel=kernel,
+        bundle=locate(bundle),
         store=tmp / "store.duckdb",
         output_dir=tmp / "out-typical",
-        flags={
-            "max_rounds": 2,
-            "candidates_per_round": 2,
-            "benchmark_repetitions": 10,
-            "max_cv": 5.0,
-        },
+        flags=flags,
         commit=runs.CommitOptions(enabled=False),
     )
-    return _measure(
-        req,
-        ScriptedProvider([set_block(128), set_block(256), set_block(512), set_block(1024)]),
-        timers,
-    )
+    return _measure(req, provider, timers)
 
 
 def main() -> None:

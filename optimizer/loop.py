@@ -216,7 +216,14 @@ class Run:
         self._uningested: list[Envelope] = []
         self._t0 = time.monotonic() - elapsed_before_s
         self._exhausted: str | None = None
-        self.link: StoreLink[SharedEvidence] = StoreLink(setup.store, self._fetch_shared)
+        self._link: StoreLink[SharedEvidence] | None = None
+
+    @property
+    def link(self) -> StoreLink[SharedEvidence]:
+        """The background link to the store, started on first use (after validation)."""
+        if self._link is None:
+            self._link = StoreLink(self.s.store, self._fetch_shared)
+        return self._link
 
     def _fetch_shared(self, store: Store) -> SharedEvidence:
         started, run_id = self.state.started, self.state.run_id  # set once, by the first event

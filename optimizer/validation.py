@@ -156,7 +156,7 @@ def unbuildable_source(source: str) -> str:
 # ---- the checks -----------------------------------------------------------------------------
 
 
-def _first_line(text: str) -> str:
+def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1] if lines else ""
 
@@ -176,9 +176,9 @@ def baseline_checks(
         )
         detail = (
             (
-                f"{f.kind.value}: {_first_line(f.diagnostics)}"
+                f"{f.kind.value}: {_last_line(f.diagnostics)}"
                 if name != "harness"
-                else _first_line(f.diagnostics)
+                else _last_line(f.diagnostics)
             )
             if f
             else summary.reason
@@ -195,7 +195,7 @@ def baseline_checks(
             passed=summary.built,
             detail=""
             if summary.built
-            else _first_line(build.diagnostics if build else summary.reason),
+            else _last_line(build.diagnostics if build else summary.reason),
         )
     )
     if not summary.built:
@@ -207,7 +207,7 @@ def baseline_checks(
             name="baseline:verify",
             passed=ran and not failed,
             detail=(
-                f"protected case {failed[0].case_id} failed verification: {_first_line(failed[0].diagnostics)}"
+                f"protected case {failed[0].case_id} failed verification: {_last_line(failed[0].diagnostics)}"
                 if failed
                 else ("every protected case verifies" if ran else summary.reason)
             ),
@@ -249,7 +249,7 @@ def _profile_check(profiles: list[ProfileCollected]) -> ValidationCheck:
         return ValidationCheck(
             name="baseline:profile", passed=True, detail=f"time attributed to {', '.join(names)}"
         )
-    diag = _first_line(profiles[0].diagnostics)
+    diag = _last_line(profiles[0].diagnostics)
     return ValidationCheck(
         name="baseline:profile",
         passed=False,
