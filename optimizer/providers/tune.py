@@ -65,7 +65,11 @@ _DEFAULT_SMEM_BYTES = 101376
 _MAX_TENSOR_NUMEL = 1 << 20  # Triton's limit on the elements of one block tensor
 _MAX_BLOCK = 1 << 14  # a 1-D block beyond 16K elements per program does not pay
 _MIN_BLOCK = 16
-_MAX_VALUES_PER_THREAD = 128  # beyond this a block tensor spills registers
+# Values of one block tensor per thread. A tl.dot accumulator beyond 128 fp32 values spills; a
+# 1-D row block beyond 64 loses bandwidth (FACTS.md, H200 softmax: 64/thread 4.0 TB/s, 128/thread
+# 3.3, 256/thread 2.5), so those configurations are not worth an evaluation.
+_MAX_ACC_VALUES_PER_THREAD = 128
+_MAX_ROW_VALUES_PER_THREAD = 64
 _WARPS = {"cuda": [1, 2, 4, 8, 16, 32], "hip": [1, 2, 4, 8, 16], "cpu": [1, 2, 4, 8, 16, 32]}
 _STAGES = [1, 2, 3, 4, 5]
 _ROLE_ORDER = {KnobRole.BLOCK: 0, KnobRole.WARPS: 1, KnobRole.STAGES: 2, KnobRole.INTEGER: 3}
@@ -83,6 +87,7 @@ class _Point:
     score: float | None  # log(speedup vs baseline); None: failed
     run_id: str
     candidate_id: str
+    order: int = -1  # position in the measured history (-1: the baseline, measured first)
 
 
 @dataclass(frozen=True)
@@ -216,9 +221,9 @@ class TuneProvider:
         taken: set[str] = set()
         baseline = self._baseline_config(ctx, base, names)
         if baseline is not None:  # the unit of every speedup; the store lists decided candidates
-            points[_key(baseline)] = _Point(baseline, 0.0, ctx.run_id, "baseline")
+            points[_key(baseline)] = _Point(baseline, 0.0, ctx.run_id, "baseline", -1)
             taken.add(_key(baseline))
-        for m in ctx.measured:
+        for order, m in enumerate(ctx.measured):  # oldest first
             taken.add(m.source_hash)
             config = self._config_of(m, base, names, parent_values, renders)
             if config is None:
@@ -230,7 +235,8 @@ class TuneProvider:
                 continue
             old = points.get(key)
             if old is None or _order(old.score) < _order(score):
-                points[key] = _Point(config, score, m.run_id, m.candidate_id)
+                first = order if old is None else min(old.order, order)
+                points[key] = _Point(config, score, m.run_id, m.candidate_id, first)
         for ex in ctx.exclusions:
             sig = parse_signature(ex.signature)
             if sig is not None and set(sig) == set(names):
@@ -360,8 +366,11 @@ class TuneProvider:
                     if dist == 1:
                         continue  # the neighbour that way is worse: closed
                     step, kind = dist // 2, 2
-                elif behind:
-                    step, kind = min(room, 2 * abs(min(behind, key=lambda j: abs(j - i)) - i)), 1
+                elif behind and line[(came := min(behind, key=lambda j: abs(j - i)))].order < (
+                    line[i].order if i in line else -1
+                ):
+                    # the center was reached from behind, and it was better: double the stride
+                    step, kind = min(room, 2 * abs(came - i)), 1
                 else:
                     step, kind = max(1, math.ceil(room / 2)), 1
                 for s in range(step, 0, -1):  # shrink until the constraints hold
@@ -388,6 +397,7 @@ class TuneProvider:
                         )
                         singles.append(_Move(config, rank, note))
                         break
+        singles += self._coupled(ctx, space, domains, names, center, points)
         singles.sort(key=lambda m: m.rank)
         if singles:
             return singles
@@ -424,6 +434,59 @@ class TuneProvider:
                     )
         pairs.sort(key=lambda m: m.rank)
         return pairs
+
+    def _coupled(
+        self,
+        ctx: ProviderContext,
+        space: KnobSpace,
+        domains: dict[str, list[int]],
+        names: list[str],
+        center: Config,
+        points: dict[str, _Point],
+    ) -> list[_Move]:
+        """A block step measured slower from the center is retried with the warps scaled by the
+        same factor, so each thread keeps the values it holds now: on a GPU a wider block with
+        the same warps can lose to register pressure what it gains in loop trips."""
+        if ctx.target.backend == "cpu":
+            return []
+        knobs = space.by_name()
+        out: list[_Move] = []
+        for n in names:
+            k = knobs[n]
+            info = space.kernels.get(k.kernel)
+            warps = next(
+                (
+                    w
+                    for w in names
+                    if knobs[w].role == KnobRole.WARPS and knobs[w].kernel == k.kernel
+                ),
+                None,
+            )
+            if k.role != KnobRole.BLOCK or warps is None or info is None or info.uses_dot:
+                continue
+            for p in points.values():
+                if p.config[n] == center[n]:
+                    continue
+                if any(p.config[o] != center[o] for o in names if o != n):
+                    continue
+                factor = p.config[n] / center[n]
+                want = center[warps] * factor
+                if want not in domains[warps] or want == center[warps]:
+                    continue
+                config = {**center, n: p.config[n], warps: int(want)}
+                if _key(config) in points or _violation(ctx, space, config) is not None:
+                    continue
+                out.append(
+                    _Move(
+                        config,
+                        (1, _ROLE_ORDER[KnobRole.BLOCK], 0),
+                        f"{n} {center[n]}→{p.config[n]} with {center[warps]} warps measured "
+                        f"{'a failure' if p.score is None else 'slower'} ({p.candidate_id}); with "
+                        f"{int(want)} warps each thread keeps "
+                        f"{_per_thread(center[n], center[warps]):g} values, as now.",
+                    )
+                )
+        return out
 
     # ---- the proposal text --------------------------------------------------------------------
     def _proposal(
@@ -646,11 +709,11 @@ def _violation(ctx: ProviderContext, space: KnobSpace, config: Config) -> str | 
                 smem = stages * (dims["M"] * dims["K"] + dims["K"] * dims["N"]) * elem
                 if smem > _smem_limit(ctx):
                     return f"{smem} bytes of shared memory exceed the {_smem_limit(ctx)} available"
-                if _per_thread(dims["M"] * dims["N"], warps) > _MAX_VALUES_PER_THREAD:
+                if _per_thread(dims["M"] * dims["N"], warps) > _MAX_ACC_VALUES_PER_THREAD:
                     return "the accumulator needs more registers per thread than exist"
         else:
             widest = max(blocks, default=1)
-            if blocks and _per_thread(widest, warps) > _MAX_VALUES_PER_THREAD:
+            if blocks and _per_thread(widest, warps) > _MAX_ROW_VALUES_PER_THREAD:
                 return f"{widest} elements over {warps} warps spill registers"
         if math.prod(blocks) > _MAX_TENSOR_NUMEL and not info.uses_dot:
             return "a block tensor over Triton's element limit"
