@@ -155,7 +155,19 @@ def to_json(record: Mapping[str, Any]) -> str:
 
 def payload_json(event: Event) -> str:
     """The payload as the store and Parquet keep it: JSON text, fields in declaration order."""
-    return event.model_dump_json(exclude={"type"})
+    return payload_bytes(event).decode()
+
+
+def payload_bytes(event: Event) -> bytes:
+    """payload_json as UTF-8 bytes. The full JSON starts with the `type` key (the first field of
+    every event); cutting it off is the same text as dumping with `type` excluded, and faster."""
+    raw = event.__pydantic_serializer__.to_json(event)
+    prefix = b'{"type":"' + event.type.encode() + b'"'
+    if raw.startswith(prefix + b","):
+        return b"{" + raw[len(prefix) + 1 :]
+    if raw == prefix + b"}":
+        return b"{}"
+    return event.model_dump_json(exclude={"type"}).encode()
 
 
 def validate_event(event: Event) -> Event:

@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -45,6 +46,7 @@ from tlxstore.locking import store_lock
 from tlxstore.runlog import log_path, read_envelopes
 
 STORE_SCHEMA_VERSION = 1
+ALIAS = "tlxstore"  # the store file's name inside a connection
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -63,6 +65,11 @@ def _record(row: dict[str, Any]) -> Envelope:
 def _arrow(result: duckdb.DuckDBPyConnection) -> pa.Table:
     to_table = getattr(result, "to_arrow_table", None) or result.fetch_arrow_table
     return to_table()
+
+
+def sql_quoted(path: Path | str) -> str:
+    """A path as the inside of a single-quoted SQL string literal."""
+    return str(path).replace("'", "''")
 
 
 def _one_line(exc: BaseException) -> str:
@@ -86,38 +93,42 @@ _INCOMING = pa.schema(
 def incoming_tables(envs: Sequence[Envelope]) -> tuple[pa.Table, pa.Table]:
     """A batch as Arrow tables: its benchmark samples one row per sample, and its records
     (payload as JSON text, per codec.payload_json). An event given twice is kept once; the same
-    id with two bodies raises EventConflictError."""
-    payloads = [codec.payload_json(e.event) for e in envs]
-    first: dict[str, int] = {}
-    keep: list[int] = []
-    for i, e in enumerate(envs):
-        j = first.setdefault(e.event_id, i)
-        if j == i:
-            keep.append(i)
-        elif (envs[j].run_id, envs[j].seq, envs[j].recorded_at, payloads[j]) != (
-            e.run_id,
-            e.seq,
-            e.recorded_at,
-            payloads[i],
-        ):
-            raise EventConflictError(
-                f"event {e.event_id} appears twice in one batch with different bodies"
-            )
-    if len(keep) != len(envs):
-        envs = [envs[i] for i in keep]
-        payloads = [payloads[i] for i in keep]
-    return _samples_table(envs), pa.table(
-        {
-            "event_id": [e.event_id for e in envs],
-            "run_id": [e.run_id for e in envs],
-            "seq": [e.seq for e in envs],
-            "recorded_at": [e.recorded_at for e in envs],
-            "type": [e.event.type for e in envs],
-            "schema_version": [type(e.event).SCHEMA_VERSION for e in envs],
-            "payload": payloads,
-        },
-        schema=_INCOMING,
+    id with two bodies raises EventConflictError. One pass, no per-field Python work."""
+    cols: dict[str, list[Any]] = {name: [] for name in _INCOMING.names}
+    event_id, run_id, seq = cols["event_id"], cols["run_id"], cols["seq"]
+    recorded_at, type_, version, payload = (
+        cols["recorded_at"],
+        cols["type"],
+        cols["schema_version"],
+        cols["payload"],
     )
+    seen: dict[str, int] = {}
+    kept: list[Envelope] = []
+    for env in envs:
+        ev = env.event
+        body = codec.payload_json(ev)
+        j = seen.get(env.event_id)
+        if j is not None:
+            if (run_id[j], seq[j], recorded_at[j], payload[j]) != (
+                env.run_id,
+                env.seq,
+                env.recorded_at,
+                body,
+            ):
+                raise EventConflictError(
+                    f"event {env.event_id} appears twice in one batch with different bodies"
+                )
+            continue
+        seen[env.event_id] = len(event_id)
+        kept.append(env)
+        event_id.append(env.event_id)
+        run_id.append(env.run_id)
+        seq.append(env.seq)
+        recorded_at.append(env.recorded_at)
+        type_.append(ev.type)
+        version.append(ev.SCHEMA_VERSION)
+        payload.append(body)
+    return _samples_table(kept), pa.table(cols, schema=_INCOMING)
 
 
 _SAMPLES = pa.schema(
@@ -167,6 +178,8 @@ class Store:
     ) -> None:
         """Open the store at `path`, creating it when missing (unless create=False)."""
         self.path = Path(path).expanduser().absolute()
+        self._mutex = threading.RLock()
+        self._instance: duckdb.DuckDBPyConnection | None = None
         self.lock_timeout_s = (
             lock_timeout_s if lock_timeout_s is not None else settings().lock_timeout_s
         )
@@ -184,43 +197,81 @@ class Store:
         return f"Store({str(self.path)!r})"
 
     # ---- connections --------------------------------------------------------------------
+    # One in-memory DuckDB instance per Store, kept for its lifetime; each call ATTACHes the
+    # store file (read-only or read-write) under the store lock and DETACHes it before releasing:
+    # a few ms, where opening a new DuckDB instance per call costs tens.
+
+    def close(self) -> None:
+        """Drop this Store's in-memory DuckDB instance (it is recreated on the next call)."""
+        with self._mutex:
+            if self._instance is not None:
+                self._instance.close()
+                self._instance = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @contextmanager
     def _connect(self, write: bool) -> Iterator[duckdb.DuckDBPyConnection]:
-        with store_lock(self.path, exclusive=write, timeout_s=self.lock_timeout_s):
-            con = self._open_duckdb(write)
+        with self._mutex, store_lock(self.path, exclusive=write, timeout_s=self.lock_timeout_s):
+            if self._instance is None:
+                self._instance = self._new_instance()
+            con = self._instance
+            self._attach(con, write)
             try:
                 yield con
             finally:
-                con.close()
+                try:
+                    con.execute("USE memory")
+                    con.execute(f"DETACH {ALIAS}")
+                    for kind, name in con.execute(
+                        "SELECT 'TABLE', table_name FROM duckdb_tables() WHERE temporary "
+                        "UNION ALL SELECT 'VIEW', view_name FROM duckdb_views() WHERE temporary AND NOT internal"
+                    ).fetchall():
+                        con.execute(f'DROP {kind} IF EXISTS temp."{name}"')
+                    for name in ("incoming", "incoming_samples"):
+                        con.unregister(name)
+                except duckdb.Error:
+                    con.close()  # never reuse an instance in doubt
+                    self._instance = None
 
-    def _open_duckdb(self, write: bool) -> duckdb.DuckDBPyConnection:
-        config: dict[str, str | bool | int | float | list[str]] = (
-            {} if write else {"enable_external_access": False}
-        )
+    def _new_instance(self) -> duckdb.DuckDBPyConnection:
+        """The in-memory DuckDB instance the store is attached to (a backend may load extensions)."""
+        con = duckdb.connect()
+        con.execute(store_sql("macros"))
+        return con
+
+    def _attach_statement(self, write: bool) -> str:
+        """How this backend attaches the store as `tlxstore`."""
+        mode = "" if write else " (READ_ONLY)"
+        return f"ATTACH '{sql_quoted(self.path)}' AS {ALIAS}{mode}"
+
+    def _attach(self, con: duckdb.DuckDBPyConnection, write: bool) -> None:
         deadline = time.monotonic() + self.lock_timeout_s
         delay = 0.005
         while True:
             try:
-                return duckdb.connect(str(self.path), read_only=not write, config=config)
+                con.execute(self._attach_statement(write))
+                con.execute(f"USE {ALIAS}")
+                return
             except duckdb.IOException as exc:
-                text = str(exc)
-                if "lock" in text.lower() and time.monotonic() < deadline:
+                text = str(exc).lower()
+                if "lock" in text and time.monotonic() < deadline:
                     time.sleep(
                         delay
-                    )  # held by a process outside tlxdb's lock (e.g. a duckdb shell)
+                    )  # held by a program outside tlxdb's lock (e.g. a duckdb shell)
                     delay = min(delay * 2, 0.2)
                     continue
-                if "lock" in text.lower():
+                if "lock" in text:
                     raise StoreBusyError(
                         f"store {self.path} is held by another program (not tlxdb) for {self.lock_timeout_s:g} s; close it and retry"
                     ) from None
-                if "permission denied" in text.lower() or "read-only file system" in text.lower():
+                if "permission denied" in text or "read-only file system" in text:
                     raise StoreError(f"store {self.path} is not writable") from None
-                if (
-                    "newer" in text.lower()
-                    or "version" in text.lower()
-                    and "storage" in text.lower()
-                ):
+                if "newer" in text or ("version" in text and "storage" in text):
                     raise StoreTooNewError(
                         f"store {self.path} was written by a newer DuckDB than {duckdb.__version__}; upgrade tlxdb"
                     ) from None
@@ -231,7 +282,10 @@ class Store:
     def _create(self) -> None:
         with self._connect(write=True) as con:
             tables = {
-                r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+                r[0]
+                for r in con.execute(
+                    f"SELECT table_name FROM duckdb_tables() WHERE database_name = '{ALIAS}'"
+                ).fetchall()
             }
             if "tlxdb_meta" in tables:
                 return  # another process created it while we waited for the lock
@@ -293,7 +347,20 @@ class Store:
     ) -> int:
         con.register("incoming", incoming)
         con.register("incoming_samples", samples)
-        con.execute(store_sql("ingest_stage"))
+        behind = [
+            r[0]
+            for r in con.execute(
+                "SELECT i.run_id FROM (SELECT run_id, min(seq) AS lo FROM incoming GROUP BY run_id) i "
+                "JOIN run_heads h ON h.run_id = i.run_id WHERE i.lo < h.next_seq"
+            ).fetchall()
+        ]
+        if not behind:  # every event is past its run's head: nothing of the batch can be stored yet
+            con.execute("CREATE OR REPLACE TEMPORARY VIEW fresh AS SELECT * FROM incoming")
+            con.execute(
+                "CREATE OR REPLACE TEMPORARY VIEW fresh_samples AS SELECT * FROM incoming_samples"
+            )
+            return Store._append_fresh(con)
+        con.execute(store_sql("ingest_stage"), {"behind": behind})
         clashes = con.execute(store_sql("ingest_clashes")).fetchall()
         for run_id, seq, new_id, stored_id, stored, offered in clashes:
             if new_id != stored_id:
@@ -305,10 +372,12 @@ class Store:
                 raise EventConflictError(
                     f"event {new_id} (run {run_id} seq {seq}) is already stored with a different body"
                 )
-        if con.execute("SELECT count(*) FROM taken").fetchone() != (0,):
-            con.execute(store_sql("ingest_fresh"))  # a copy without the events already stored
-        else:
-            con.execute("CREATE OR REPLACE TEMPORARY VIEW fresh AS SELECT * FROM incoming")
+        con.execute(store_sql("ingest_fresh"))  # a copy without the events already stored
+        return Store._append_fresh(con)
+
+    @staticmethod
+    def _append_fresh(con: duckdb.DuckDBPyConnection) -> int:
+        """Check the sequence of the fresh events and append them with their projections."""
         added = 0
         for run_id, lo, hi, n, distinct, next_seq in con.execute(
             store_sql("ingest_checks")

@@ -7,6 +7,6 @@ SELECT
     max_by(hypothesis, run_id || '/' || lpad(CAST(seq AS VARCHAR), 12, '0')) AS hypothesis,
     count(*) AS occurrences
 FROM proj_exclusions
-WHERE bundle_digest = $bundle_digest AND device_kind = $device_kind
+WHERE bundle_key = tlx_key($bundle_digest) AND bundle_digest = $bundle_digest AND device_kind = $device_kind
 GROUP BY signature, outcome
 ORDER BY occurrences DESC, signature, outcome

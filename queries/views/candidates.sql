@@ -22,4 +22,4 @@ FROM proj_candidates c
 LEFT JOIN (
     SELECT * FROM proj_decisions
     QUALIFY row_number() OVER (PARTITION BY run_id, candidate_id ORDER BY seq DESC) = 1
-) d ON d.run_id = c.run_id AND d.candidate_id = c.candidate_id
+) d ON d.cand_key = c.cand_key AND d.run_id = c.run_id AND d.candidate_id = c.candidate_id

@@ -12,4 +12,4 @@ SELECT
     c.hypothesis,
     c.round
 FROM proj_decisions d
-LEFT JOIN proj_candidates c ON c.run_id = d.run_id AND c.candidate_id = d.candidate_id
+LEFT JOIN proj_candidates c ON c.cand_key = d.cand_key AND c.run_id = d.run_id AND c.candidate_id = d.candidate_id

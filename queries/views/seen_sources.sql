@@ -12,6 +12,6 @@ SELECT
     bool_or(d.outcome IS NOT NULL AND d.outcome <> 'duplicate') AS measured,
     any_value(s.size_bytes) AS size_bytes
 FROM proj_candidates c
-LEFT JOIN proj_decisions d ON d.run_id = c.run_id AND d.candidate_id = c.candidate_id
+LEFT JOIN proj_decisions d ON d.cand_key = c.cand_key AND d.run_id = c.run_id AND d.candidate_id = c.candidate_id
 LEFT JOIN proj_sources s ON s.source_hash = c.source_hash
 GROUP BY c.source_hash, c.measurement_key

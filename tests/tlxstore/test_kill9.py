@@ -75,7 +75,7 @@ def _wait_for(phase, wanted: int, timeout_s: float = 5.0) -> bool:
 def test_kill_9_at_random_moments_loses_nothing_acknowledged_and_shows_no_partial_batch(tmp_path):
     out, store_path = tmp_path / "out", tmp_path / "store.duckdb"
     RunLog.create(out, RUN_ID)
-    Store(store_path)
+    Store(store_path).close()  # no DuckDB instance (nor its threads) may live across a fork
     rng = random.Random(20261130)
     phase, log_acked, store_acked = RawValue("i", IDLE), RawValue("q", 0), RawValue("q", 0)
     killed_in: Counter[str] = Counter()
@@ -110,8 +110,9 @@ def test_kill_9_at_random_moments_loses_nothing_acknowledged_and_shows_no_partia
         assert [e.seq for e in logged] == list(range(len(logged)))
         assert len(logged) >= log_acked.value, f"kill {k}: acknowledged log events lost"
         assert _whole_batches(logged), f"kill {k}: a partial batch is visible in the log"
-        stored = Store(store_path).run_envelopes(RUN_ID) if k % 4 == 0 or at == INGESTING else None
-        if stored is not None:
+        if k % 4 == 0 or at == INGESTING:
+            with Store(store_path) as store:
+                stored = store.run_envelopes(RUN_ID)
             assert len(stored) >= store_acked.value, f"kill {k}: acknowledged store events lost"
             assert stored == logged[: len(stored)], (
                 f"kill {k}: the store is not a prefix of the log"

@@ -6,7 +6,7 @@ SELECT
     t.new_id,
     t.stored_id,
     {'event_id': e.event_id, 'run_id': e.run_id, 'seq': e.seq, 'recorded_at_us': epoch_us(e.recorded_at),
-     'type': e.type, 'schema_version': e.schema_version, 'payload': CAST(e.payload AS VARCHAR)} AS stored,
+     'type': e.type, 'schema_version': e.schema_version, 'payload': e.payload} AS stored,
     {'event_id': i.event_id, 'run_id': i.run_id, 'seq': i.seq, 'recorded_at_us': epoch_us(i.recorded_at),
      'type': i.type, 'schema_version': i.schema_version, 'payload': i.payload} AS offered
 FROM taken t

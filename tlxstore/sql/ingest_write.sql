@@ -1,7 +1,7 @@
 -- Append the fresh events and their projections, in the ingest's transaction. Each payload is
 -- parsed once (from_json into a struct), never once per field.
 INSERT INTO events
-SELECT event_id, run_id, seq, recorded_at, type, schema_version, payload FROM fresh;
+SELECT event_id, run_id, seq, recorded_at, type, schema_version, payload, tlx_key(event_id) FROM fresh;
 
 INSERT INTO proj_runs
 SELECT
@@ -19,7 +19,9 @@ FROM (
 INSERT INTO proj_candidates
 SELECT
     c.run_id, c.p.candidate_id, c.seq, c.recorded_at, c.p.round, c.p.parent_id, c.p.provider, c.p.hypothesis,
-    c.p.hypothesis_kind, c.p.source_hash, c.p.normalized_hash, r.measurement_key, c.p.knobs
+    c.p.hypothesis_kind, c.p.source_hash, c.p.normalized_hash, r.measurement_key, c.p.knobs,
+    tlx_key(c.run_id || '/' || c.p.candidate_id), tlx_key(r.measurement_key), tlx_key(c.p.source_hash),
+    tlx_key(c.p.normalized_hash)
 FROM (
     SELECT run_id, seq, recorded_at, from_json(payload, '{"candidate_id": "VARCHAR", "round": "INTEGER",
         "parent_id": "VARCHAR", "provider": "VARCHAR", "hypothesis": "VARCHAR", "hypothesis_kind": "VARCHAR",
@@ -29,31 +31,40 @@ FROM (
 LEFT JOIN proj_runs r ON r.run_id = c.run_id;
 
 INSERT INTO proj_decisions
-SELECT run_id, p.candidate_id, seq, recorded_at, p.outcome, p.reason, p.speedup, p.ci_low, p.ci_high, p.compared_to
+SELECT
+    d.run_id, d.p.candidate_id, d.seq, d.recorded_at, d.p.outcome, d.p.reason, d.p.speedup, d.p.ci_low, d.p.ci_high,
+    d.p.compared_to, d.k, c.round, c.proposed_at, c.hypothesis, c.knobs, c.source_hash, c.normalized_hash,
+    c.measurement_key, c.source_key, c.norm_key, c.mk_key
 FROM (
-    SELECT run_id, seq, recorded_at, from_json(payload, '{"candidate_id": "VARCHAR", "outcome": "VARCHAR",
-        "reason": "VARCHAR", "speedup": "DOUBLE", "ci_low": "DOUBLE", "ci_high": "DOUBLE",
-        "compared_to": "VARCHAR"}') AS p
-    FROM fresh WHERE type = 'DecisionMade'
-);
+    SELECT run_id, seq, recorded_at, p, tlx_key(run_id || '/' || p.candidate_id) AS k
+    FROM (
+        SELECT run_id, seq, recorded_at, from_json(payload, '{"candidate_id": "VARCHAR", "outcome": "VARCHAR",
+            "reason": "VARCHAR", "speedup": "DOUBLE", "ci_low": "DOUBLE", "ci_high": "DOUBLE",
+            "compared_to": "VARCHAR"}') AS p
+        FROM fresh WHERE type = 'DecisionMade'
+    )
+) d
+LEFT JOIN proj_candidates c ON c.cand_key = d.k AND c.run_id = d.run_id AND c.candidate_id = d.p.candidate_id;
 
--- the samples were flattened by the caller (Arrow table `incoming_samples`)
-INSERT INTO proj_samples
-SELECT s.* FROM incoming_samples s SEMI JOIN fresh f ON f.run_id = s.run_id AND f.seq = s.event_seq;
+-- the samples were flattened by the caller (the view fresh_samples)
+INSERT INTO proj_samples SELECT * FROM fresh_samples;
 
 INSERT INTO proj_sources
-SELECT DISTINCT ON (n.p.source_hash) n.p.source_hash, n.p.normalized_hash, n.p.text, n.p.size_bytes
+SELECT DISTINCT ON (n.p.source_hash) n.p.source_hash, n.p.normalized_hash, n.p.text, n.p.size_bytes, n.k
 FROM (
-    SELECT from_json(payload, '{"source_hash": "VARCHAR", "normalized_hash": "VARCHAR", "text": "VARCHAR",
-        "size_bytes": "BIGINT"}') AS p
-    FROM fresh WHERE type = 'SourceStored'
+    SELECT p, tlx_key(p.source_hash) AS k
+    FROM (
+        SELECT from_json(payload, '{"source_hash": "VARCHAR", "normalized_hash": "VARCHAR", "text": "VARCHAR",
+            "size_bytes": "BIGINT"}') AS p
+        FROM fresh WHERE type = 'SourceStored'
+    )
 ) n
-WHERE NOT EXISTS (SELECT 1 FROM proj_sources s WHERE s.source_hash = n.p.source_hash);
+WHERE NOT EXISTS (SELECT 1 FROM proj_sources s WHERE s.source_key = n.k AND s.source_hash = n.p.source_hash);
 
 INSERT INTO proj_exclusions
 SELECT
     x.run_id, x.p.candidate_id, x.seq, x.p.signature, x.p.outcome, x.p.reason, x.p.hypothesis,
-    r.bundle_digest, r.device_kind
+    r.bundle_digest, r.device_kind, tlx_key(r.bundle_digest)
 FROM (
     SELECT run_id, seq, from_json(payload, '{"candidate_id": "VARCHAR", "signature": "VARCHAR",
         "outcome": "VARCHAR", "reason": "VARCHAR", "hypothesis": "VARCHAR"}') AS p

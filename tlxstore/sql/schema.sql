@@ -1,6 +1,7 @@
 -- The store's tables (store schema version 1). Created once, in one transaction, by the first writer.
 -- `events` is the truth (one row per event, record form, payload as JSON text); every other table
--- is a projection written in the same transaction as the events it derives from.
+-- is a projection written in the same transaction as the events it derives from. *_key columns
+-- are tlx_key() of the text beside them (macros.sql): integer keys for fast scans and joins.
 -- No PRIMARY KEY / UNIQUE: DuckDB's ART indexes make every checkpoint rewrite them (seconds on
 -- millions of rows); uniqueness is enforced by Store.ingest under the exclusive store lock.
 
@@ -13,7 +14,8 @@ CREATE TABLE events (
     recorded_at TIMESTAMPTZ NOT NULL,
     type VARCHAR NOT NULL,
     schema_version INTEGER NOT NULL,
-    payload JSON NOT NULL
+    payload VARCHAR NOT NULL,  -- JSON text (validated by the codec before it gets here)
+    id_key BIGINT NOT NULL
 );
 
 -- next expected seq per run: the gapless-sequence check and the event count
@@ -50,9 +52,15 @@ CREATE TABLE proj_candidates (
     source_hash VARCHAR NOT NULL,
     normalized_hash VARCHAR NOT NULL,
     measurement_key VARCHAR,
-    knobs JSON
+    knobs JSON,
+    cand_key BIGINT NOT NULL,  -- tlx_key(run_id || '/' || candidate_id)
+    mk_key BIGINT,
+    source_key BIGINT NOT NULL,
+    norm_key BIGINT NOT NULL
 );
 
+-- one row per decision, carrying its candidate's identity (hashes, measurement key, hypothesis),
+-- so the per-candidate lookups read one table
 CREATE TABLE proj_decisions (
     run_id VARCHAR NOT NULL,
     candidate_id VARCHAR NOT NULL,
@@ -63,7 +71,18 @@ CREATE TABLE proj_decisions (
     speedup DOUBLE,
     ci_low DOUBLE,
     ci_high DOUBLE,
-    compared_to VARCHAR
+    compared_to VARCHAR,
+    cand_key BIGINT NOT NULL,
+    round INTEGER,
+    proposed_at TIMESTAMPTZ,
+    hypothesis VARCHAR,
+    knobs JSON,
+    source_hash VARCHAR,
+    normalized_hash VARCHAR,
+    measurement_key VARCHAR,
+    source_key BIGINT,
+    norm_key BIGINT,
+    mk_key BIGINT
 );
 
 -- one row per benchmark sample
@@ -83,7 +102,8 @@ CREATE TABLE proj_sources (
     source_hash VARCHAR NOT NULL,
     normalized_hash VARCHAR NOT NULL,
     text VARCHAR NOT NULL,
-    size_bytes BIGINT NOT NULL
+    size_bytes BIGINT NOT NULL,
+    source_key BIGINT NOT NULL
 );
 
 CREATE TABLE proj_exclusions (
@@ -95,5 +115,6 @@ CREATE TABLE proj_exclusions (
     reason VARCHAR,
     hypothesis VARCHAR,
     bundle_digest VARCHAR,
-    device_kind VARCHAR
+    device_kind VARCHAR,
+    bundle_key BIGINT
 );

@@ -1,0 +1,353 @@
+"""Benchmark of the evidence store (issue 2). Writes benchmarks/results/store_bench.json and .md.
+
+Measures, each with the real library calls:
+- batched append throughput: Store.ingest of 10,000-event batches of a realistic event mix
+  (events/s), on an empty store and on the big store; and RunLog.append of the same batches;
+- the p50 of one durable append: RunLog.append of one event (write + fsync), and Store.ingest of
+  one event (lock, DuckDB transaction, checkpoint);
+- on a store holding 1M candidates and 10M samples (generated in SQL, see
+  store_bench_big_store.sql): the p50 of the dedup lookup (queries.lookups.find_measured, hits
+  and misses) and of the prompt-context queries (measured_candidates + exclusions + prior_best
+  for one measurement key), each call as the loop makes it (lock, open read-only, query, close);
+- the time to replay a 1,000-candidate run: fold(store.run_envelopes(run)) on the big store.
+
+Usage: python benchmarks/store_bench.py [--scale 1.0] [--workdir DIR] [--out benchmarks/results]
+(--scale 0.01 is a quick smoke run; the committed results are --scale 1.0.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow
+import pydantic
+
+from queries import lookups
+from tlxstore.events import Envelope, Event, Outcome
+from tlxstore.fold import fold
+from tlxstore.runlog import RunLog
+from tlxstore.store import Store, store_sql
+from tlxstore.testing import candidate_events, run_started
+
+HERE = Path(__file__).resolve().parent
+TARGETS = {
+    "ingest_events_per_s": (">=", 100_000),
+    "dedup_lookup_p50_ms": ("<=", 5.0),
+    "context_query_p50_ms": ("<=", 50.0),
+    "replay_1000_candidates_s": ("<=", 1.0),
+}
+
+
+def p50(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def mixed_events(n: int, tag: str) -> list[Event]:
+    """n events as the loop emits them: per candidate a source, proposal, build, 2 cases x
+    (verify, 10 samples, profile), decision and (if rejected) an exclusion."""
+    out: list[Event] = []
+    i = 0
+    while len(out) < n:
+        out += candidate_events(
+            f"c{i:05d}",
+            f"def kernel(): return {i}  # {tag}",
+            samples=10,
+            base_us=100.0 - (i % 7),
+            outcome=Outcome.REJECTED if i % 3 else Outcome.PROMOTED,
+            knobs={"BLOCK": 64 * (1 + i % 8), "num_warps": 4},
+        )
+        i += 1
+    return out[:n]
+
+
+def envelopes(run_id: str, events: list[Event], start: int = 0) -> list[Envelope]:
+    now = datetime.now(UTC)
+    return [
+        Envelope(event_id=uuid.uuid4().hex, run_id=run_id, seq=start + i, recorded_at=now, event=e)
+        for i, e in enumerate(events)
+    ]
+
+
+def bench_ingest(store: Store, batches: int, batch_size: int, tag: str) -> dict[str, float]:
+    """Events/s of Store.ingest over `batches` batches (one new run each, as a loop appends)."""
+    rates = []
+    total_s = 0.0
+    for b in range(batches):
+        envs = envelopes(
+            f"ingest-{tag}-{b}", [run_started(), *mixed_events(batch_size - 1, f"{tag}{b}")]
+        )
+        t0 = time.perf_counter()
+        added = store.ingest(envs)
+        dt = time.perf_counter() - t0
+        assert added == len(envs)
+        rates.append(len(envs) / dt)
+        total_s += dt
+    return {
+        "batches": batches,
+        "batch_size": batch_size,
+        "events_per_s_p50": p50(rates),
+        "events_per_s_total": batches * batch_size / total_s,
+    }
+
+
+def bench_runlog(folder: Path, batches: int, batch_size: int) -> dict[str, float]:
+    log = RunLog.create(folder / "batched", "bench-log")
+    rates = []
+    for b in range(batches):
+        events = mixed_events(batch_size, f"log{b}")
+        t0 = time.perf_counter()
+        log.append(events)
+        rates.append(batch_size / (time.perf_counter() - t0))
+    one = RunLog.create(folder / "single", "bench-one")
+    ev = mixed_events(1, "one")
+    lat = []
+    for _ in range(200):
+        t0 = time.perf_counter()
+        one.append(ev)
+        lat.append((time.perf_counter() - t0) * 1000)
+    return {"batched_events_per_s_p50": p50(rates), "one_event_durable_append_p50_ms": p50(lat)}
+
+
+def bench_one_event_ingest(store: Store, n: int = 50) -> float:
+    run = f"one-{uuid.uuid4().hex[:6]}"
+    lat = []
+    for i, env in enumerate(envelopes(run, mixed_events(n, "single"))):
+        t0 = time.perf_counter()
+        store.ingest([env])
+        lat.append((time.perf_counter() - t0) * 1000)
+        assert i == env.seq
+    return p50(lat)
+
+
+def generate_big_store(path: Path, runs: int, cands: int, keys: int) -> dict[str, float]:
+    Store(path)  # the schema, as tlxdb creates it
+    t0 = time.perf_counter()
+    con = duckdb.connect(str(path))
+    con.execute(store_sql("macros"))
+    con.execute(
+        f"SET VARIABLE runs = {runs}; SET VARIABLE cands = {cands}; SET VARIABLE keys = {keys};"
+    )
+    con.execute("BEGIN")
+    con.execute((HERE / "store_bench_big_store.sql").read_text())
+    con.execute("COMMIT")
+    counts = {
+        t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
+        for t in ("events", "proj_candidates", "proj_samples", "proj_exclusions", "proj_sources")
+    }
+    con.close()
+    return {
+        "generate_s": time.perf_counter() - t0,
+        **{f"rows_{k}": v for k, v in counts.items()},
+        "size_bytes": path.stat().st_size,
+    }
+
+
+def bench_lookups(
+    store: Store, runs: int, cands: int, keys: int, calls: int = 100
+) -> dict[str, float]:
+    import hashlib
+
+    def sha(s: str) -> str:
+        return "sha256:" + hashlib.sha256(s.encode()).hexdigest()
+
+    rng = random.Random(7)
+    hit, miss, ctx, parts = [], [], [], {"measured": [], "exclusions": [], "prior_best": []}
+    found = 0
+    for _ in range(calls):
+        r, c = rng.randrange(runs), rng.randrange(cands)
+        mk = sha(f"key{r % keys}")
+        t0 = time.perf_counter()
+        m = lookups.find_measured(store, mk, sha(f"src:{r}:{c}"), sha(f"norm:{r}:{c}"))
+        hit.append((time.perf_counter() - t0) * 1000)
+        found += m is not None
+        t0 = time.perf_counter()
+        assert lookups.find_measured(store, mk, sha(f"new:{r}:{c}"), sha(f"newn:{r}:{c}")) is None
+        miss.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        measured = lookups.measured_candidates(store, mk)
+        t1 = time.perf_counter()
+        excl = lookups.exclusions(store, sha(f"bundle{r % keys}"), "NVIDIA H200")
+        t2 = time.perf_counter()
+        best = lookups.prior_best(store, mk, f"rb{r:07d}")
+        t3 = time.perf_counter()
+        ctx.append((t3 - t0) * 1000)
+        parts["measured"].append((t1 - t0) * 1000)
+        parts["exclusions"].append((t2 - t1) * 1000)
+        parts["prior_best"].append((t3 - t2) * 1000)
+        assert measured and excl and best is not None
+    return {
+        "dedup_lookup_hit_p50_ms": p50(hit),
+        "dedup_lookup_miss_p50_ms": p50(miss),
+        "dedup_lookup_p50_ms": p50(hit + miss),
+        "dedup_hits_found": found,
+        "context_query_p50_ms": p50(ctx),
+        "context_measured_candidates_p50_ms": p50(parts["measured"]),
+        "context_exclusions_p50_ms": p50(parts["exclusions"]),
+        "context_prior_best_p50_ms": p50(parts["prior_best"]),
+        "context_rows_measured": len(measured),
+        "calls": calls,
+    }
+
+
+def bench_open_close(store: Store, n: int = 50) -> float:
+    """What every store call pays before its SQL: lock, open read-only, close."""
+    lat = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        store.query("SELECT 1")
+        lat.append((time.perf_counter() - t0) * 1000)
+    return p50(lat)
+
+
+def bench_replay(store: Store, n_candidates: int = 1000) -> dict[str, float]:
+    events: list[Event] = [run_started()]
+    for i in range(n_candidates + 1):
+        cid = "baseline" if i == 0 else f"c{i:04d}"
+        events += candidate_events(
+            cid, f"def k(): return {i}", samples=10, outcome=Outcome.REJECTED
+        )
+    envs = envelopes("replay-1000", events)
+    for start in range(0, len(envs), 5000):
+        store.ingest(envs[start : start + 5000])
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        state = fold(store.run_envelopes("replay-1000"))
+        times.append(time.perf_counter() - t0)
+    assert len(state.candidates) == n_candidates + 1
+    return {"replay_1000_candidates_s": p50(times), "replay_events": len(envs)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--scale", type=float, default=1.0, help="fraction of 1M candidates / 10M samples"
+    )
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=HERE / "results")
+    ap.add_argument(
+        "--label", default="", help="where this ran (machine), recorded with the results"
+    )
+    args = ap.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="store-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    runs, cands, keys = max(10, int(10_000 * args.scale)), 100, max(1, int(1_000 * args.scale))
+
+    res: dict[str, object] = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": args.label or platform.node(),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "duckdb": duckdb.__version__,
+        "pyarrow": pyarrow.__version__,
+        "pydantic": pydantic.VERSION,
+        "scale": args.scale,
+    }
+    empty = Store(work / "empty.duckdb")
+    res["ingest_empty_store"] = bench_ingest(empty, batches=5, batch_size=10_000, tag="e")
+    res["one_event_ingest_p50_ms"] = bench_one_event_ingest(empty)
+    res["runlog"] = bench_runlog(work, batches=5, batch_size=10_000)
+    big_path = work / "big.duckdb"
+    res["big_store"] = generate_big_store(big_path, runs, cands, keys)
+    big = Store(big_path)
+    generated = fold(big.run_envelopes("rb0000001"))  # generated events are valid events
+    assert len(generated.candidates) == cands and generated.started is not None
+    res["open_close_p50_ms"] = bench_open_close(big)
+    res["lookups"] = bench_lookups(big, runs, cands, keys)
+    res["replay"] = bench_replay(big)
+    res["ingest_big_store"] = bench_ingest(big, batches=3, batch_size=10_000, tag="b")
+    summary = {
+        "ingest_events_per_s": res["ingest_empty_store"]["events_per_s_p50"],  # type: ignore[index]
+        "dedup_lookup_p50_ms": res["lookups"]["dedup_lookup_p50_ms"],  # type: ignore[index]
+        "context_query_p50_ms": res["lookups"]["context_query_p50_ms"],  # type: ignore[index]
+        "replay_1000_candidates_s": res["replay"]["replay_1000_candidates_s"],  # type: ignore[index]
+    }
+    res["targets"] = {
+        k: {"value": v, "target": f"{op} {t}", "met": (v >= t if op == ">=" else v <= t)}
+        for k, v in summary.items()
+        for op, t in [TARGETS[k]]
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    suffix = "" if args.scale == 1.0 else f".scale{args.scale:g}"
+    (args.out / f"store_bench{suffix}.json").write_text(json.dumps(res, indent=2) + "\n")
+    (args.out / f"store_bench{suffix}.md").write_text(render(res))
+    print(json.dumps(res["targets"], indent=2))
+
+
+def render(res: dict) -> str:
+    lk, big = res["lookups"], res["big_store"]
+    rows = [
+        (
+            "batched ingest, empty store (Store.ingest, 10k-event batches)",
+            f"{res['ingest_empty_store']['events_per_s_p50']:,.0f} events/s",
+        ),
+        (
+            "batched ingest, big store",
+            f"{res['ingest_big_store']['events_per_s_p50']:,.0f} events/s",
+        ),
+        (
+            "batched run-log append (RunLog.append, 10k-event batches)",
+            f"{res['runlog']['batched_events_per_s_p50']:,.0f} events/s",
+        ),
+        (
+            "one durable append, run log (write + fsync), p50",
+            f"{res['runlog']['one_event_durable_append_p50_ms']:.2f} ms",
+        ),
+        (
+            "one event into the store (lock, transaction, checkpoint), p50",
+            f"{res['one_event_ingest_p50_ms']:.1f} ms",
+        ),
+        (
+            "lock + open + close of the big store (every call pays it), p50",
+            f"{res['open_close_p50_ms']:.1f} ms",
+        ),
+        (
+            "dedup lookup find_measured, p50 (hits / misses)",
+            f"{lk['dedup_lookup_p50_ms']:.1f} ms ({lk['dedup_lookup_hit_p50_ms']:.1f} / {lk['dedup_lookup_miss_p50_ms']:.1f})",
+        ),
+        (
+            "prompt-context queries (measured + exclusions + prior best), p50",
+            f"{lk['context_query_p50_ms']:.1f} ms ({lk['context_measured_candidates_p50_ms']:.1f} + {lk['context_exclusions_p50_ms']:.1f} + {lk['context_prior_best_p50_ms']:.1f})",
+        ),
+        (
+            "replay of a 1,000-candidate run (run_envelopes + fold), p50",
+            f"{res['replay']['replay_1000_candidates_s']:.2f} s ({res['replay']['replay_events']:,} events)",
+        ),
+    ]
+    lines = [
+        "# Store benchmark",
+        "",
+        f"Machine: {res['machine']} ({res['cpu_count']} CPUs, {res['platform']}); Python {res['python']}, "
+        f"DuckDB {res['duckdb']}, pyarrow {res['pyarrow']}, pydantic {res['pydantic']}; {res['date']}.",
+        f"Big store: {big['rows_proj_candidates']:,} candidates, {big['rows_proj_samples']:,} samples, "
+        f"{big['rows_events']:,} events, {big['size_bytes'] / 1e9:.2f} GB, generated in SQL in {big['generate_s']:.0f} s.",
+        "",
+        "| measurement | result |",
+        "|---|---|",
+        *[f"| {a} | {b} |" for a, b in rows],
+        "",
+        "| target | value | met |",
+        "|---|---|---|",
+        *[
+            f"| {k} {v['target']} | {v['value']:,.3g} | {'yes' if v['met'] else 'NO'} |"
+            for k, v in res["targets"].items()
+        ],
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

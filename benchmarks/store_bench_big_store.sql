@@ -1,0 +1,108 @@
+-- A big store, generated in SQL (no Python loops): getvariable('runs') runs of
+-- getvariable('cands') candidates, 2 cases x 5 samples each, getvariable('keys') measurement keys
+-- (run r uses key r % keys, so one key spans runs/keys runs). Every candidate has 6 events:
+-- SourceStored, CandidateProposed, BenchmarkSampled x2, DecisionMade, and ExclusionRecorded
+-- (rejected/failed) or CaseVerified (promoted). Payloads are valid events of schema v1, so the
+-- generated runs fold like real ones; the projection tables are filled as ingest fills them
+-- (tlx_key comes from tlxstore/sql/macros.sql, run first).
+
+CREATE TEMPORARY TABLE gen AS
+SELECT
+    r, c,
+    printf('rb%07d', r) AS run_id,
+    printf('c%04d', c) AS candidate_id,
+    'sha256:' || sha256('key' || (r % getvariable('keys'))) AS mk,
+    'sha256:' || sha256('bundle' || (r % getvariable('keys'))) AS bundle,
+    'sha256:' || sha256(printf('src:%d:%d', r, c)) AS source_hash,
+    'sha256:' || sha256(printf('norm:%d:%d', r, c)) AS normalized_hash,
+    1 + c * 6 AS seq0,
+    CASE WHEN hash(r, c) % 100 < 5 THEN 'promoted' WHEN hash(r, c) % 100 < 65 THEN 'rejected' ELSE 'failed' END AS outcome,
+    0.8 + (hash(c, r) % 4000) / 10000.0 AS speedup,
+    TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(CAST(r AS BIGINT)) + to_milliseconds(CAST(c AS BIGINT)) AS ts,
+    32 * (1 + c % 32) AS block,
+    1 << (c % 5) AS warps
+FROM range(getvariable('runs')) a(r), range(getvariable('cands')) b(c);
+
+INSERT INTO events
+SELECT *, tlx_key(event_id) FROM (
+SELECT md5(printf('rb%07d', r) || '/0') AS event_id, printf('rb%07d', r), 0,
+       TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(CAST(r AS BIGINT)), 'RunStarted', 1,
+       printf('{"argv":["tlxdb","optimize","--kernel","k.py"],"host":"bench-host","device":{"kind":"NVIDIA H200","backend":"cuda","architecture":"sm_90","num_sms":132,"l2_bytes":null},"tool_versions":{"tlxdb":"0.1.0","python":"3.12","triton":"3.6.0","torch":"2.11.0","cuda":null,"duckdb":null},"thresholds":{"max_rounds":5,"candidates_per_round":20,"max_candidate_seconds":600.0,"max_total_seconds":3600.0,"min_speedup":1.01,"max_cv":0.1,"benchmark_repetitions":10},"provider":"tune","model":null,"kernel_path":"/k/kernel.py","kernel_sha256":"%s","bundle_files":{"harness.py":"%s"},"bundle_digest":"%s","measurement_key":"%s","output_dir":"/out/rb%07d","prior_runs":[],"resumed_from":null,"label":null}',
+              'sha256:' || sha256('kernel' || r), 'sha256:' || sha256('harness' || (r % getvariable('keys'))),
+              'sha256:' || sha256('bundle' || (r % getvariable('keys'))), 'sha256:' || sha256('key' || (r % getvariable('keys'))), r)
+FROM range(getvariable('runs')) a(r)
+);
+
+INSERT INTO proj_runs
+SELECT printf('rb%07d', r), TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(CAST(r AS BIGINT)), 'bench-host', 'NVIDIA H200',
+       'cuda', 'tune', NULL, '/k/kernel.py', 'sha256:' || sha256('kernel' || r), 'sha256:' || sha256('bundle' || (r % getvariable('keys'))),
+       'sha256:' || sha256('key' || (r % getvariable('keys'))), printf('/out/rb%07d', r), NULL, '3.6.0', '2.11.0'
+FROM range(getvariable('runs')) a(r);
+
+INSERT INTO events
+SELECT *, tlx_key(event_id) FROM (
+SELECT md5(run_id || '/' || seq0) AS event_id, run_id, seq0, ts, 'SourceStored', 1,
+       printf('{"source_hash":"%s","normalized_hash":"%s","text":"%s","size_bytes":%d}', source_hash, normalized_hash,
+              printf('def kernel(x, BLOCK=%d, num_warps=%d):  # candidate %s of %s', block, warps, candidate_id, run_id),
+              length(printf('def kernel(x, BLOCK=%d, num_warps=%d):  # candidate %s of %s', block, warps, candidate_id, run_id)))
+FROM gen
+UNION ALL
+SELECT md5(run_id || '/' || (seq0 + 1)), run_id, seq0 + 1, ts, 'CandidateProposed', 1,
+       printf('{"candidate_id":"%s","parent_id":"baseline","round":%d,"provider":"tune","hypothesis":"BLOCK %d with %d warps moves more bytes per program","evidence":"dram 61%% of peak","change":"BLOCK=%d,num_warps=%d","expected_effect":"+5%%","risk":"register pressure","hypothesis_kind":"launch_config","commit_title":null,"commit_summary":null,"source_hash":"%s","normalized_hash":"%s","knobs":{"BLOCK":%d,"num_warps":%d},"prompt_hash":null,"exchange_id":null,"tokens_in":null,"tokens_out":null,"cost_usd":null,"replays":null}',
+              candidate_id, 1 + c // 20, block, warps, block, warps, source_hash, normalized_hash, block, warps)
+FROM gen
+UNION ALL
+SELECT md5(run_id || '/' || (seq0 + 2 + k)), run_id, seq0 + 2 + k, ts, 'BenchmarkSampled', 1,
+       printf('{"candidate_id":"%s","case_id":"%s","phase":"round","block":0,"samples_us":[%s],"warmup_count":5,"cache_policy":"flush_l2","bytes_moved":268435456,"flops":null}',
+              candidate_id, CASE k WHEN 0 THEN 'small' ELSE 'large' END,
+              array_to_string([round((100.0 + 900.0 * k) / speedup * (1 + i / 200.0), 3) FOR i IN range(5)], ','))
+FROM gen, range(2) cs(k)
+UNION ALL
+SELECT md5(run_id || '/' || (seq0 + 4)), run_id, seq0 + 4, ts, 'DecisionMade', 1,
+       printf('{"candidate_id":"%s","outcome":"%s","reason":"speedup %.4f","speedup":%.4f,"ci_low":%.4f,"ci_high":%.4f,"compared_to":"baseline","cases":[]}',
+              candidate_id, outcome, speedup, speedup, speedup - 0.01, speedup + 0.01)
+FROM gen
+UNION ALL
+SELECT md5(run_id || '/' || (seq0 + 5)), run_id, seq0 + 5, ts,
+       CASE WHEN outcome = 'promoted' THEN 'CaseVerified' ELSE 'ExclusionRecorded' END, 1,
+       CASE WHEN outcome = 'promoted'
+            THEN printf('{"candidate_id":"%s","case_id":"large","passed":true,"phase":"round","attempt":3,"seed":null,"diagnostics":"","metrics":{"max_abs_error":0.0}}', candidate_id)
+            ELSE printf('{"candidate_id":"%s","signature":"BLOCK=%d,num_warps=%d","outcome":"%s","reason":"speedup %.4f below 1.01","hypothesis":"BLOCK %d with %d warps"}',
+                        candidate_id, block, warps, outcome, speedup, block, warps)
+       END
+FROM gen
+);
+
+INSERT INTO proj_sources
+SELECT source_hash, normalized_hash,
+       printf('def kernel(x, BLOCK=%d, num_warps=%d):  # candidate %s of %s', block, warps, candidate_id, run_id),
+       length(printf('def kernel(x, BLOCK=%d, num_warps=%d):  # candidate %s of %s', block, warps, candidate_id, run_id)),
+       tlx_key(source_hash)
+FROM gen;
+
+INSERT INTO proj_candidates
+SELECT run_id, candidate_id, seq0 + 1, ts, 1 + c // 20, 'baseline', 'tune',
+       printf('BLOCK %d with %d warps moves more bytes per program', block, warps), 'launch_config',
+       source_hash, normalized_hash, mk, printf('{"BLOCK":%d,"num_warps":%d}', block, warps),
+       tlx_key(run_id || '/' || candidate_id), tlx_key(mk), tlx_key(source_hash), tlx_key(normalized_hash)
+FROM gen;
+
+INSERT INTO proj_decisions
+SELECT run_id, candidate_id, seq0 + 4, ts, outcome, printf('speedup %.4f', speedup), speedup, speedup - 0.01, speedup + 0.01, 'baseline',
+       tlx_key(run_id || '/' || candidate_id), 1 + c // 20, ts, printf('BLOCK %d with %d warps moves more bytes per program', block, warps),
+       printf('{"BLOCK":%d,"num_warps":%d}', block, warps), source_hash, normalized_hash, mk,
+       tlx_key(source_hash), tlx_key(normalized_hash), tlx_key(mk)
+FROM gen;
+
+INSERT INTO proj_exclusions
+SELECT run_id, candidate_id, seq0 + 5, printf('BLOCK=%d,num_warps=%d', block, warps), outcome,
+       printf('speedup %.4f below 1.01', speedup), printf('BLOCK %d with %d warps', block, warps), bundle, 'NVIDIA H200',
+       tlx_key(bundle)
+FROM gen WHERE outcome <> 'promoted';
+
+INSERT INTO proj_samples
+SELECT run_id, candidate_id, CASE k WHEN 0 THEN 'small' ELSE 'large' END, 'round', 0, CAST(i AS INTEGER),
+       round((100.0 + 900.0 * k) / speedup * (1 + i / 200.0), 3), seq0 + 2 + k
+FROM gen, range(2) cs(k), range(5) sm(i);
+
+INSERT INTO run_heads SELECT printf('rb%07d', r), 1 + getvariable('cands') * 6 FROM range(getvariable('runs')) a(r);

@@ -1,0 +1,64 @@
+"""Where one 50,000-event Store.ingest spends its time (Python tables, each SQL statement, commit,
+checkpoint). A companion of store_bench.py, for reading its throughput figure."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+from tlxstore.events import Envelope
+from tlxstore.store import Store, incoming_tables, store_sql
+from tlxstore.testing import candidate_events, run_started
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="ingest-profile-"))
+    Store(work / "s.duckdb").close()
+    events = [run_started()]
+    i = 0
+    while len(events) < 50_000:
+        events += candidate_events(f"c{i:05d}", f"src {i}", samples=10)
+        i += 1
+    now = datetime.now(UTC)
+    envs = [
+        Envelope(event_id=uuid.uuid4().hex, run_id="r1", seq=n, recorded_at=now, event=e)
+        for n, e in enumerate(events[:50_000])
+    ]
+    t0 = time.perf_counter()
+    samples, incoming = incoming_tables(envs)
+    print(f"python: incoming_tables {(time.perf_counter() - t0) * 1e6 / len(envs):.2f} us/event")
+    con = duckdb.connect()
+    con.execute(store_sql("macros"))
+    con.execute(f"ATTACH '{work / 's.duckdb'}' AS t")
+    con.execute("USE t")
+    con.execute("BEGIN")
+    con.register("incoming", incoming)
+    con.register("incoming_samples", samples)
+    con.execute("CREATE TEMPORARY VIEW fresh AS SELECT * FROM incoming")
+    con.execute("CREATE TEMPORARY VIEW fresh_samples AS SELECT * FROM incoming_samples")
+    statements = [
+        ("checks", store_sql("ingest_checks")),
+        ("reused ids", store_sql("ingest_reused_ids")),
+    ]
+    for stmt in store_sql("ingest_write").split(";"):
+        lines = [ln for ln in stmt.strip().splitlines() if ln.startswith(("INSERT", "DELETE"))]
+        if lines:
+            statements.append((lines[0][:40], stmt))
+    statements.append(("COMMIT", "COMMIT"))
+    for name, sql in statements:
+        t0 = time.perf_counter()
+        con.execute(sql)
+        print(f"sql: {name}: {(time.perf_counter() - t0) * 1000:.1f} ms")
+    t0 = time.perf_counter()
+    con.execute("USE memory")
+    con.execute("DETACH t")
+    print(f"detach (checkpoint): {(time.perf_counter() - t0) * 1000:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
