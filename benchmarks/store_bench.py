@@ -257,6 +257,7 @@ def main() -> None:
     }
     empty = Store(work / "empty.duckdb")
     res["ingest_empty_store"] = bench_ingest(empty, batches=5, batch_size=10_000, tag="e")
+    res["ingest_empty_store_50k"] = bench_ingest(empty, batches=3, batch_size=50_000, tag="f")
     res["one_event_ingest_p50_ms"] = bench_one_event_ingest(empty)
     res["runlog"] = bench_runlog(work, batches=5, batch_size=10_000)
     big_path = work / "big.duckdb"

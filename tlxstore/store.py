@@ -7,9 +7,9 @@ Invariants:
 - One ingest is one DuckDB transaction: its events and every projection row derived from them
   appear together or not at all (a writer killed mid-ingest leaves nothing of that batch).
 - Rows are appended as Arrow tables, one INSERT per table per batch, never row by row.
-- Every call opens DuckDB only while holding `<store>.lock` (exclusive to write, shared to read)
-  and closes it before releasing, so several tlxdb processes share one file and no DuckDB lock
-  error reaches a user; a store stuck locked past the timeout raises StoreBusyError.
+- Every call attaches the file only while holding `<store>.lock` (exclusive to write, shared to
+  read) and detaches it before releasing, so several tlxdb processes share one file and no
+  DuckDB lock error reaches a user; a store stuck locked past the timeout raises StoreBusyError.
 - A store written by a newer tlxdb (higher store schema version) is refused.
 """
 
