@@ -86,6 +86,11 @@ def test_optimize_prints_the_result_and_show_report_replay_read_it_back(tmp_path
     assert "c001 verify n2048 (attempt 1): correct" in err
     assert "c001 bench n2048: median" in err and "p95" in err and "CV" in err
     assert "c001 PROMOTED: speedup" in err and "c001 survived final revalidation" in err
+    assert (
+        "c001 profile n2048: time in add_kernel; harness.kernel_time_us=" in err
+        and "vs baseline)" in err
+    )
+    assert list((tmp_path / "out" / "experiments" / "c001" / "profile").rglob("profile.json"))
     assert "def add_kernel" not in err and "tl.store" not in err  # kernel source is never printed
 
     run_id = out["run_id"]
@@ -374,6 +379,7 @@ def test_validate_prints_a_pass_fail_table(tmp_path):
         ["PASS", "negative:unbuildable"],
         ["PASS", "negative:wrong_answer"],
     ]
+    assert "time attributed to add_kernel" in r.stdout
 
 
 def test_validate_fails_with_exit_1_and_the_failing_check(tmp_path):
