@@ -524,3 +524,14 @@ def test_exit_codes_follow_the_contract():
         ).exit_code
         == 1
     )
+
+
+@pytest.mark.slow
+def test_without_a_provider_or_model_the_tune_provider_runs(tmp_path):
+    r = _invoke(_args(tmp_path, extra=["--max-rounds", "1", "--candidates-per-round", "1"]))
+    assert r.exit_code in (0, 2), r.stderr
+    out = json.loads(r.stdout)
+    started = Store(tmp_path / "s.duckdb").run_envelopes(out["run_id"])[0].event
+    assert started.provider == "tune" and started.model is None
+    assert len(out["experiments"]) == 1 and out["experiments"][0]["provider"] == "tune"
+    assert "provider tune" in r.stderr.splitlines()[0]
