@@ -21,7 +21,8 @@ SELECT
     TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(CAST(r AS BIGINT)) + to_milliseconds(CAST(c AS BIGINT)) AS ts,
     32 * (1 + c % 32) AS block,
     1 << (c % 5) AS warps
-FROM range(getvariable('runs')) a(r), range(getvariable('cands')) b(c);
+FROM range(getvariable('runs')) a(r), range(getvariable('cands')) b(c)
+ORDER BY r, c;  -- run by run, as ingest appends them
 
 INSERT INTO events
 SELECT *, tlx_key(event_id) FROM (
@@ -103,6 +104,7 @@ FROM gen WHERE outcome <> 'promoted';
 INSERT INTO proj_samples
 SELECT run_id, candidate_id, CASE k WHEN 0 THEN 'small' ELSE 'large' END, 'round', 0, CAST(i AS INTEGER),
        round((100.0 + 900.0 * k) / speedup * (1 + i / 200.0), 3), seq0 + 2 + k
-FROM gen, range(2) cs(k), range(5) sm(i);
+FROM gen, range(2) cs(k), range(5) sm(i)
+ORDER BY r, c, k, i;
 
 INSERT INTO run_heads SELECT printf('rb%07d', r), 1 + getvariable('cands') * 6 FROM range(getvariable('runs')) a(r);

@@ -40,16 +40,7 @@ class Codec:
     upcasters: Upcasters = RELEASED
 
     def encode(self, env: Envelope) -> dict[str, Any]:
-        event = env.event
-        return {
-            "event_id": env.event_id,
-            "run_id": env.run_id,
-            "seq": env.seq,
-            "recorded_at": env.recorded_at.isoformat(),
-            "type": event.type,
-            "schema_version": type(event).SCHEMA_VERSION,
-            "payload": event.model_dump(mode="json", exclude={"type"}),
-        }
+        return record(env, env.event.model_dump(mode="json", exclude={"type"}))
 
     def decode(self, record: Mapping[str, Any]) -> Envelope:
         if not isinstance(record, Mapping):
@@ -138,6 +129,19 @@ def _timestamp(record: Mapping[str, Any]) -> datetime:
 DEFAULT = Codec()
 
 
+def record(env: Envelope, payload: dict[str, Any]) -> dict[str, Any]:
+    """The record of an envelope whose payload (JSON-able, without `type`) is already at hand."""
+    return {
+        "event_id": env.event_id,
+        "run_id": env.run_id,
+        "seq": env.seq,
+        "recorded_at": env.recorded_at.isoformat(),
+        "type": env.event.type,
+        "schema_version": type(env.event).SCHEMA_VERSION,
+        "payload": payload,
+    }
+
+
 def encode(env: Envelope) -> dict[str, Any]:
     """The record form of an envelope (payload as a JSON-able dict)."""
     return DEFAULT.encode(env)
@@ -172,6 +176,12 @@ def payload_bytes(event: Event) -> bytes:
 
 def validate_event(event: Event) -> Event:
     """The event re-validated from its own fields (guards against model_construct and NaN)."""
+    return checked_payload(event)[0]
+
+
+def checked_payload(event: Event) -> tuple[Event, dict[str, Any]]:
+    """The event re-validated from its own fields, and its payload (JSON-able, without `type`).
+    Refuses what model_construct let through and non-finite numbers (EventValidationError)."""
     try:
         data = event.model_dump(mode="json", warnings=False)
         checked = type(event).model_validate(data)
@@ -182,4 +192,5 @@ def validate_event(event: Event) -> Event:
         raise EventValidationError(
             f"{event.type} holds a non-finite number (NaN or infinity)"
         ) from None
-    return checked
+    del data["type"]
+    return checked, data

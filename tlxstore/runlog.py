@@ -22,7 +22,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
 
 from tlxstore import codec
 from tlxstore.errors import (
@@ -193,7 +192,7 @@ class RunLog:
         self, events: Sequence[Event] | Iterable[Event], expected_seq: int | None = None
     ) -> list[Envelope]:
         """Validate, write, flush and fsync one batch; durable on return. Returns its envelopes."""
-        checked = [codec.validate_event(e) for e in events]
+        checked = [codec.checked_payload(e) for e in events]
         if not checked:
             return []
         fd = os.open(self.path, os.O_RDWR)
@@ -215,21 +214,17 @@ class RunLog:
             now = datetime.now(UTC)
             first = self.next_seq
             last = first + len(checked) - 1
-            envs = [
-                Envelope(
+            envs, lines = [], []
+            for i, (event, payload) in enumerate(checked):
+                env = Envelope.model_construct(  # every field is ours or validated above
                     event_id=new_event_id(),
                     run_id=self.run_id,
                     seq=first + i,
                     recorded_at=now,
-                    event=cast(Any, e),  # validated above; any Event subclass
+                    event=event,
                 )
-                for i, e in enumerate(checked)
-            ]
-            lines = []
-            for env in envs:
-                rec = codec.encode(env)
-                rec["batch_last"] = last
-                lines.append(codec.to_json(rec))
+                envs.append(env)
+                lines.append(codec.to_json({**codec.record(env, payload), "batch_last": last}))
             blob = ("\n".join(lines) + "\n").encode("utf-8")
             view = memoryview(blob)
             os.lseek(fd, size, os.SEEK_SET)

@@ -227,10 +227,14 @@ class Store:
                 try:
                     con.execute("USE memory")
                     con.execute(f"DETACH {ALIAS}")
-                    for kind, name in con.execute(
-                        "SELECT 'TABLE', table_name FROM duckdb_tables() WHERE temporary "
-                        "UNION ALL SELECT 'VIEW', view_name FROM duckdb_views() WHERE temporary AND NOT internal"
-                    ).fetchall():
+                    for kind, name in (
+                        []
+                        if not write
+                        else con.execute(  # only writes leave temp objects
+                            "SELECT 'TABLE', table_name FROM duckdb_tables() WHERE temporary "
+                            "UNION ALL SELECT 'VIEW', view_name FROM duckdb_views() WHERE temporary AND NOT internal"
+                        ).fetchall()
+                    ):
                         con.execute(f'DROP {kind} IF EXISTS temp."{name}"')
                     for name in ("incoming", "incoming_samples"):
                         con.unregister(name)
@@ -335,7 +339,31 @@ class Store:
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
+            if added:
+                self._bump_generation()  # still under the exclusive lock
         return added
+
+    # ---- generation: a counter every write bumps, for process-local replicas ------------
+    @property
+    def _generation_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".gen")
+
+    def generation(self) -> int:
+        """A number that changes whenever the store's content changes (0 before any write).
+        Cheap (one small read, no lock): a replica compares it to decide whether to refresh."""
+        try:
+            return int(self._generation_path.read_bytes() or b"0")
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def _bump_generation(self) -> None:
+        fd = os.open(self._generation_path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            current = os.pread(fd, 32, 0)
+            value = int(current or b"0") + 1 if current.strip().isdigit() else 1
+            os.pwrite(fd, f"{value:020d}".encode(), 0)  # one small write: never seen half-done
+        finally:
+            os.close(fd)
 
     def ingest_log(self, path: str | os.PathLike[str]) -> int:
         """Ingest a run log (a file, or an output folder holding events.jsonl)."""
@@ -414,23 +442,44 @@ class Store:
     ) -> pa.Table:
         """Run one read-only SELECT; `views` (name -> SELECT) are defined as temporary views first."""
         with self._connect(write=False) as con:
-            try:
-                statements = con.extract_statements(sql)
-            except duckdb.Error as exc:
-                raise QueryError(f"the query does not parse: {_one_line(exc)}") from None
-            if len(statements) != 1:
-                raise QueryError(f"give exactly one SQL statement, not {len(statements)}")
-            kind = statements[0].type
-            if kind not in (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN):
-                raise ReadOnlyQueryError(
-                    f"queries are read-only; a {kind.name} statement is refused"
-                )
+            self._check_read_only(con, sql)
             try:
                 for name, body in (views or {}).items():
                     con.execute(f'CREATE TEMPORARY VIEW "{name}" AS {body}')
-                return _arrow(con.execute(sql, params))
+                try:
+                    return _arrow(con.execute(sql, params))
+                finally:
+                    for name in views or {}:
+                        con.execute(f'DROP VIEW IF EXISTS temp."{name}"')
             except duckdb.Error as exc:
                 raise QueryError(f"the query failed: {_one_line(exc)}") from None
+
+    def query_many(
+        self, statements: Sequence[tuple[str, Mapping[str, Any] | Sequence[Any] | None]]
+    ) -> list[pa.Table]:
+        """Several read-only SELECTs in one visit to the store (one attach: the later ones find
+        the table metadata warm). Each is checked as `query` checks one."""
+        with self._connect(write=False) as con:
+            out = []
+            for sql, params in statements:
+                self._check_read_only(con, sql)
+                try:
+                    out.append(_arrow(con.execute(sql, params)))
+                except duckdb.Error as exc:
+                    raise QueryError(f"the query failed: {_one_line(exc)}") from None
+            return out
+
+    @staticmethod
+    def _check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+        try:
+            statements = con.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise QueryError(f"the query does not parse: {_one_line(exc)}") from None
+        if len(statements) != 1:
+            raise QueryError(f"give exactly one SQL statement, not {len(statements)}")
+        kind = statements[0].type
+        if kind not in (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN):
+            raise ReadOnlyQueryError(f"queries are read-only; a {kind.name} statement is refused")
 
     def run_envelopes(self, run_id: str) -> list[Envelope]:
         """Every stored event of one run, in seq order (upcast to the current versions)."""

@@ -1,5 +1,6 @@
 -- Exclusions for one bundle and device kind, grouped by signature and outcome across runs; the
--- reason and hypothesis are the latest recorded (run ids sort by start time).
+-- reason and hypothesis are the latest recorded (run ids sort by start time). The inner scan
+-- reads only the integer key and yields row ids.
 SELECT
     signature,
     outcome,
@@ -7,6 +8,7 @@ SELECT
     max_by(hypothesis, run_id || '/' || lpad(CAST(seq AS VARCHAR), 12, '0')) AS hypothesis,
     count(*) AS occurrences
 FROM proj_exclusions
-WHERE bundle_key = tlx_key($bundle_digest) AND bundle_digest = $bundle_digest AND device_kind = $device_kind
+WHERE rowid IN (SELECT rowid FROM proj_exclusions WHERE bundle_key = tlx_key($bundle_digest))
+  AND bundle_digest = $bundle_digest AND device_kind = $device_kind
 GROUP BY signature, outcome
 ORDER BY occurrences DESC, signature, outcome

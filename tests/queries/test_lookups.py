@@ -98,3 +98,26 @@ def test_prior_best_excludes_this_run_and_orders_by_speedup(store_path):
     assert [(m.run_id, m.candidate_id) for m in got] == [("r2", "c003"), ("r1", "c001")]
     assert all(m.outcome == Outcome.PROMOTED.value for m in got)
     assert lookups.prior_best(store, MEASUREMENT_KEY, exclude_run="r3", limit=1)[0].run_id == "r2"
+
+
+def test_dedup_sees_what_another_process_wrote_since_its_last_lookup(store_path):
+    """The key replica refreshes when the store's generation moves, whoever wrote."""
+    mine, theirs = Store(store_path), Store(store_path)
+    raw, norm = _hashes("def kernel(): return 1  # late")
+    assert lookups.find_measured(mine, MEASUREMENT_KEY, raw, norm) is None
+    _ingest(theirs, "r1", small_run(1, tag="late"))
+    hit = lookups.find_measured(mine, MEASUREMENT_KEY, raw, norm)
+    assert hit is not None and hit.run_id == "r1"
+
+
+def test_prompt_context_is_the_three_lookups_in_one_visit(store_path):
+    store = Store(store_path)
+    _ingest(store, "r1", small_run(2))
+    _ingest(store, "r2", small_run(3, tag="b"))
+    together = lookups.prompt_context(store, MEASUREMENT_KEY, "sha256:bundle", "cpu-interpreter", "r2")
+    assert together == (
+        lookups.measured_candidates(store, MEASUREMENT_KEY),
+        lookups.exclusions(store, "sha256:bundle", "cpu-interpreter"),
+        lookups.prior_best(store, MEASUREMENT_KEY, "r2"),
+    )
+    assert together[0] and together[1] and together[2]
