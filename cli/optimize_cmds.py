@@ -208,6 +208,24 @@ def optimize(
     live = LiveLog(sys.stderr, sys.stderr.isatty())
     try:
         if resume_ref is not None:
+            given = {
+                "--kernel": kernel,
+                "--bundle": bundle_dir,
+                "--harness": harness,
+                "--cases": cases,
+                "--target": target,
+                "--output-dir": output_dir,
+                "--provider": provider,
+                "--model": model,
+            }
+            clash = [flag for flag, value in given.items() if value is not None] + (
+                ["--prior-run"] if prior_runs else []
+            )
+            clash += [f"--{k.replace('_', '-')}" for k, v in budget_flags.items() if v is not None]
+            if clash:
+                raise click.ClickException(
+                    f"--resume continues with the run's own settings; drop {', '.join(clash)}"
+                )
             result = runs.resume(resume_ref, _store(store), observer=live)
         else:
             if kernel is None:

@@ -535,3 +535,24 @@ def test_without_a_provider_or_model_the_tune_provider_runs(tmp_path):
     assert started.provider == "tune" and started.model is None
     assert len(out["experiments"]) == 1 and out["experiments"][0]["provider"] == "tune"
     assert "provider tune" in r.stderr.splitlines()[0]
+
+
+def test_resume_refuses_settings_that_would_be_ignored(tmp_path):
+    r = _invoke(
+        [
+            "optimize",
+            "--resume",
+            "r1",
+            "--kernel",
+            "k.py",
+            "--max-rounds",
+            "3",
+            "--store",
+            str(tmp_path / "s.duckdb"),
+        ]
+    )
+    assert r.exit_code == 1
+    assert (
+        r.stderr.strip()
+        == "Error: --resume continues with the run's own settings; drop --kernel, --max-rounds"
+    )
