@@ -179,7 +179,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--examples", default="softmax,rmsnorm,matmul")
     ap.add_argument("--target", default="hopper", choices=["hopper", "host"])
     ap.add_argument("--store", type=Path, help="evidence store (default: OUT/store.duckdb)")
-    ap.add_argument("--max-rounds", type=int, help="override the bundle's budget")
     args = ap.parse_args(argv)
     on_gpu = args.target == "hopper"
     if on_gpu:
@@ -190,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     args.out.mkdir(parents=True, exist_ok=True)
     store = args.store or args.out / "store.duckdb"
-    extra = ["--max-rounds", str(args.max_rounds)] if args.max_rounds else []
+    extra: list[str] = []  # the bundles' budget.json sets the rounds (it overrides flags)
     summaries = []
     for example in [e.strip() for e in args.examples.split(",") if e.strip()]:
         cases = json.loads((REPO / "examples" / example / args.target / "cases.json").read_text())

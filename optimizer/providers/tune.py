@@ -72,6 +72,9 @@ _MAX_ACC_VALUES_PER_THREAD = 128
 _MAX_ROW_VALUES_PER_THREAD = 64
 _WARPS = {"cuda": [1, 2, 4, 8, 16, 32], "hip": [1, 2, 4, 8, 16], "cpu": [1, 2, 4, 8, 16, 32]}
 _STAGES = [1, 2, 3, 4, 5]
+_HURT = math.log(
+    0.9
+)  # a move measured >10% slower elsewhere is tried only when nothing else is left
 _ROLE_ORDER = {KnobRole.BLOCK: 0, KnobRole.WARPS: 1, KnobRole.STAGES: 2, KnobRole.INTEGER: 3}
 
 Config = dict[str, int]
@@ -372,7 +375,10 @@ class TuneProvider:
                     # the center was reached from behind, and it was better: double the stride
                     step, kind = min(room, 2 * abs(came - i)), 1
                 else:
-                    step, kind = max(1, math.ceil(room / 2)), 1
+                    # a fresh direction: half the room, at most x4; a tl.dot tile steps x2
+                    info = space.kernels.get(knobs[n].kernel)
+                    tile = knobs[n].role == KnobRole.BLOCK and info is not None and info.uses_dot
+                    step, kind = max(1, min(1 if tile else 2, math.ceil(room / 2))), 1
                 for s in range(step, 0, -1):  # shrink until the constraints hold
                     config = {**center, n: dom[i + d * s]}
                     if _key(config) in by_key:
@@ -394,14 +400,13 @@ class TuneProvider:
                             else (kind, _ROLE_ORDER[knobs[n].role], -d)
                             if gain is None
                             else (3, -gain)
+                            if gain > _HURT
+                            else (6, -gain)  # clearly hurt before: after the paired moves
                         )
                         singles.append(_Move(config, rank, note))
                         break
         singles += self._coupled(ctx, space, domains, names, center, points)
-        singles.sort(key=lambda m: m.rank)
-        if singles:
-            return singles
-        # Every single move is closed: try the couplings one knob alone cannot reach. A block
+        # Paired moves (ranked after the promising single ones) reach couplings one knob cannot: a block
         # and the warps of its kernel move together (the work per thread stays the same); two
         # blocks of one kernel move oppositely (the tile changes shape, not size).
         pairs: list[_Move] = []
@@ -432,8 +437,7 @@ class TuneProvider:
                             f"moving {a} and {b} together",
                         )
                     )
-        pairs.sort(key=lambda m: m.rank)
-        return pairs
+        return sorted(singles + pairs, key=lambda m: m.rank)
 
     def _coupled(
         self,
@@ -445,8 +449,9 @@ class TuneProvider:
         points: dict[str, _Point],
     ) -> list[_Move]:
         """A block step measured slower from the center is retried with the warps scaled by the
-        same factor, so each thread keeps the values it holds now: on a GPU a wider block with
-        the same warps can lose to register pressure what it gains in loop trips."""
+        same factor, so each thread keeps the values it holds now: on a GPU a wider block (or a
+        wider tl.dot tile: a bigger accumulator) with the same warps can lose to register
+        pressure what it gains in loop trips or reuse."""
         if ctx.target.backend == "cpu":
             return []
         knobs = space.by_name()
@@ -462,11 +467,13 @@ class TuneProvider:
                 ),
                 None,
             )
-            if k.role != KnobRole.BLOCK or warps is None or info is None or info.uses_dot:
+            if k.role != KnobRole.BLOCK or warps is None or info is None:
                 continue
+            if info.uses_dot and _dim_of(n) not in ("M", "N"):
+                continue  # BLOCK_K does not change the accumulator each thread holds
             for p in points.values():
-                if p.config[n] == center[n]:
-                    continue
+                if p.config[n] <= center[n]:
+                    continue  # only a wider block gains from more warps
                 if any(p.config[o] != center[o] for o in names if o != n):
                     continue
                 factor = p.config[n] / center[n]
@@ -482,8 +489,7 @@ class TuneProvider:
                         (1, _ROLE_ORDER[KnobRole.BLOCK], 0),
                         f"{n} {center[n]}→{p.config[n]} with {center[warps]} warps measured "
                         f"{'a failure' if p.score is None else 'slower'} ({p.candidate_id}); with "
-                        f"{int(want)} warps each thread keeps "
-                        f"{_per_thread(center[n], center[warps]):g} values, as now.",
+                        f"{int(want)} warps each thread keeps the values it holds now.",
                     )
                 )
         return out
@@ -669,16 +675,22 @@ def _per_thread(block_elems: int, warps: int) -> float:
     return block_elems / (32 * warps)
 
 
+def _dim_of(name: str) -> str | None:
+    """ "M", "N" or "K" for a tile knob of a tl.dot kernel, by its name (BLOCK_M, BN, TILE_K...)."""
+    up = name.upper().split(".")[-1]
+    for dim in ("M", "N", "K"):
+        if up.endswith(f"_{dim}") or up in (f"B{dim}", f"BLOCK{dim}", f"TILE_{dim}"):
+            return dim
+    return None
+
+
 def _dims(space: KnobSpace, kernel: str, config: Config) -> dict[str, int]:
     """The M/N/K tile sizes of a tl.dot kernel, by knob name."""
     out: dict[str, int] = {}
     for k in space.knobs:
-        if k.kernel != kernel or k.role != KnobRole.BLOCK:
-            continue
-        up = k.name.upper().split(".")[-1]
-        for dim in ("M", "N", "K"):
-            if up.endswith(f"_{dim}") or up in (f"B{dim}", f"BLOCK{dim}", f"TILE_{dim}"):
-                out[dim] = config.get(k.name, k.value)
+        dim = _dim_of(k.name)
+        if k.kernel == kernel and k.role == KnobRole.BLOCK and dim is not None:
+            out[dim] = config.get(k.name, k.value)
     return out
 
 
