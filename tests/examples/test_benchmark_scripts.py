@@ -1,0 +1,84 @@
+"""benchmarks/hopper_sweep.py and hopper_tune.py, run on the CPU with `--target host`: the same
+code paths as on an H200 except the GPU references (copy, torch ops), which need CUDA."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def script(name: str, *args: str, interpret: bool = True) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    return subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / name), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def test_the_sweep_measures_every_configuration_of_its_grid_and_names_the_best(tmp_path):
+    done = script(
+        "hopper_sweep.py",
+        "--out",
+        str(tmp_path),
+        "--target",
+        "host",
+        "--examples",
+        "rmsnorm",
+        "--repetitions",
+        "2",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "sweep_rmsnorm_host.json").read_text())
+    assert result["configurations"] == 3 and result["failed"] == 0
+    assert [e["knobs"]["BLOCK"] for e in result["entries"]] == [256, 1024, 4096]
+    for entry in [result["untuned"], *result["entries"]]:
+        assert entry["verified"]
+        for case in entry["cases"].values():
+            assert len(case["samples_us"]) == 2 and case["bytes_per_s"] > 0
+    assert result["best"]["knobs"]["BLOCK"] in (1024, 4096)
+    assert result["best"]["speedup_vs_untuned"] > 1
+    summary = json.loads((tmp_path / "sweep_summary_host.json").read_text())
+    assert summary["environment"]["TRITON_INTERPRET"] == "1"
+
+
+def test_the_sweep_on_the_host_target_needs_the_interpreter(tmp_path):
+    done = script("hopper_sweep.py", "--out", str(tmp_path), "--target", "host", interpret=False)
+    assert done.returncode == 1 and "TRITON_INTERPRET=1" in done.stderr
+
+
+@pytest.mark.slow
+def test_the_tune_script_runs_tlxdb_optimize_and_reports_start_final_and_candidates(tmp_path):
+    done = script(
+        "hopper_tune.py",
+        "--out",
+        str(tmp_path),
+        "--target",
+        "host",
+        "--examples",
+        "softmax",
+        interpret=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "tune_summary_host.json").read_text())
+    (softmax,) = report["examples"]
+    assert softmax["exit_code"] == 0 and softmax["stopping_reason"] == "search_exhausted"
+    assert softmax["best_knobs"]["BLOCK"] == 4096 and softmax["candidates_to_best"] == 2
+    for case in softmax["cases"]:
+        assert case["final_us"] < case["start_us"]
+        assert 0 < case["final_fraction_of_facts_copy"] < 1
+    assert "| softmax | 2x4096 |" in done.stdout
+    assert (tmp_path / "softmax_log.txt").read_text().count("PROMOTED") >= 2
+    assert json.loads((tmp_path / "softmax_result.json").read_text())["run_id"] == softmax["run_id"]
