@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import click
+
+# litellm downloads a model price map when first imported (an 8 s stall without a network). The
+# process entry point, not the library, chooses the bundled copy; a user's own setting wins.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

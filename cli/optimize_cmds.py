@@ -158,6 +158,10 @@ def _render(result: RunResult, fmt: str) -> None:
     help="Who proposes candidates: tune, llm, command or replay (default: tune without --model, llm with it).",
 )
 @click.option("--model", help="The model for --provider llm (any litellm name).")
+@click.option(
+    "--api-base",
+    help="An OpenAI-compatible server for --provider llm, e.g. http://127.0.0.1:8000/v1.",
+)
 @click.option("--provider-command", help="The agent command for --provider command.")
 @click.option("--replay-run", help="The run whose candidates --provider replay re-proposes.")
 @_budget_options
@@ -193,6 +197,7 @@ def optimize(
     resume_ref: str | None,
     provider: str | None,
     model: str | None,
+    api_base: str | None,
     provider_command: str | None,
     replay_run: str | None,
     commit_winner: bool,
@@ -217,6 +222,7 @@ def optimize(
                 "--output-dir": output_dir,
                 "--provider": provider,
                 "--model": model,
+                "--api-base": api_base,
             }
             clash = [flag for flag, value in given.items() if value is not None] + (
                 ["--prior-run"] if prior_runs else []
@@ -245,7 +251,10 @@ def optimize(
                 flags=budget_flags,
                 provider=provider,
                 provider_options=ProviderOptions(
-                    model=model, command=provider_command, replay_run=replay_run
+                    model=model,
+                    api_base=api_base,
+                    command=provider_command,
+                    replay_run=replay_run,
                 ),
                 prior_runs=list(prior_runs),
                 commit=runs.CommitOptions.model_validate(

@@ -188,6 +188,14 @@ class Match:
     ci_high: float | None
 
 
+@dataclass(frozen=True)
+class Ceilings:
+    """Device ceilings; None where unknown (a CPU has none)."""
+
+    bandwidth_bytes_per_s: float | None
+    flops_per_s: float | None
+
+
 @dataclass
 class Setup:
     """Everything a run needs besides its events (made by optimizer.runs)."""
@@ -195,6 +203,7 @@ class Setup:
     store: Store
     frozen: FrozenBundle
     evaluator: Evaluator
+    ceilings: Ceilings  # what a kernel can reach on this device, for the providers
     provider: Provider
     output: OutputFolder
     thresholds: Thresholds
@@ -330,8 +339,8 @@ class Run:
             round=nxt.round,
             candidate_index=nxt.index,
             prior_runs=self.s.prior_runs,
-            peak_bandwidth_bytes_per_s=self.s.evaluator.peak_bandwidth_bytes_per_s,
-            peak_flops_per_s=self.s.evaluator.peak_flops_per_s,
+            peak_bandwidth_bytes_per_s=self.s.ceilings.bandwidth_bytes_per_s,
+            peak_flops_per_s=self.s.ceilings.flops_per_s,
         )
         try:
             out = self.s.provider.propose(ctx, lambda ev: self.append(ev))

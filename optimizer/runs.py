@@ -40,7 +40,7 @@ from optimizer.bundle import (
 )
 from optimizer.evaluate import Evaluator
 from optimizer.identity import measurement_key, normalized_source, source_hashes
-from optimizer.loop import BASELINE_ID, Observer, Run, Setup
+from optimizer.loop import BASELINE_ID, Ceilings, Observer, Run, Setup
 from optimizer.output import OutputFolder, RunResult, write_atomic
 from optimizer.providers import ProviderOptions, ProviderRegistry, default_provider, registry
 from optimizer.providers.base import Provider
@@ -124,12 +124,19 @@ def tool_versions() -> ToolVersions:
     )
 
 
-def _peaks(device: DeviceInfo) -> tuple[float | None, float | None]:
+def _peaks(device: DeviceInfo) -> tuple[Ceilings, Ceilings]:
+    """(hard limits, ceilings): the highest figure of any source, which no correct kernel can
+    exceed (the integrity tripwire), and the measured ceiling where there is one (what a kernel
+    can reach: the providers' roofline)."""
     from profilers.hardware import Resource, lookup_device
 
     spec = lookup_device(device.kind)
-    bw, fl = spec.hard_limit(Resource.DRAM_BANDWIDTH), spec.hard_limit(Resource.BF16_DENSE)
-    return (bw.value if bw else None), (fl.value if fl else None)
+    resources = (Resource.DRAM_BANDWIDTH, Resource.BF16_DENSE)
+    hard = [spec.hard_limit(r) for r in resources]
+    reach = [spec.ceiling(r) for r in resources]
+    return Ceilings(*(c.value if c else None for c in hard)), Ceilings(
+        *(c.value if c else None for c in reach)
+    )
 
 
 @dataclass
@@ -139,6 +146,7 @@ class Prepared:
     thresholds: Thresholds
     device: DeviceInfo
     evaluator: Evaluator
+    ceilings: Ceilings
 
 
 def prepare(
@@ -159,11 +167,15 @@ def prepare(
         bundle.target.backend, bundle.target.environment, python, dict(os.environ)
     )
     validation.check_arch(arch, device)
-    bw, fl = _peaks(device)
+    hard, reach = _peaks(device)
     evaluator = Evaluator(
-        frozen.harness, python=python, peak_bandwidth_bytes_per_s=bw, peak_flops_per_s=fl
+        frozen.harness,
+        python=python,
+        peak_bandwidth_bytes_per_s=hard.bandwidth_bytes_per_s,
+        peak_flops_per_s=hard.flops_per_s,
+        trusted_source=source,
     )
-    return Prepared(source, frozen, thresholds, device, evaluator)
+    return Prepared(source, frozen, thresholds, device, evaluator, reach)
 
 
 def resolve_prior(store: Store, ref: str) -> list[str]:
@@ -296,6 +308,7 @@ def _setup(
         store=store,
         frozen=prep.frozen,
         evaluator=prep.evaluator,
+        ceilings=prep.ceilings,
         provider=provider,
         output=OutputFolder(out),
         thresholds=prep.thresholds,

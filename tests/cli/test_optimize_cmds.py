@@ -556,3 +556,24 @@ def test_resume_refuses_settings_that_would_be_ignored(tmp_path):
         r.stderr.strip()
         == "Error: --resume continues with the run's own settings; drop --kernel, --max-rounds"
     )
+
+
+def test_what_the_users_own_kernel_does_is_not_held_against_its_baseline(tmp_path):
+    # A lock from `threading` is a static finding in a candidate (work escaping the timer), but
+    # this is the user's own kernel: validation must not refuse the baseline for it.
+    text = "import threading\n_LAUNCH_LOCK = threading.Lock()\n" + KERNEL.read_text()
+    r = _invoke(
+        [
+            "validate",
+            "--kernel",
+            str(kernel_copy(tmp_path / "src", text)),
+            "--bundle",
+            str(vecadd_bundle(tmp_path / "bundle")),
+            "--max-cv",
+            "5",
+            "--benchmark-repetitions",
+            "3",
+        ]
+    )
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert "PASS baseline:verify" in " ".join(r.stdout.split())

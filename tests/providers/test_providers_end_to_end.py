@@ -92,15 +92,22 @@ def test_llm_against_a_local_server_produces_a_promoted_candidate(
     tmp_path, openai_server, monkeypatch
 ):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-local-e2e-000000")
-    monkeypatch.setenv(
-        "OPENAI_API_BASE", openai_server.api_base
-    )  # litellm's own setting for openai/*
+    monkeypatch.delenv("OPENAI_API_BASE", raising=False)  # the server is reached by --api-base only
     openai_server.enqueue("Raise BLOCK_SIZE to 1024.")  # malformed: retried with the reason
     openai_server.enqueue(
         json.dumps(candidate(source=FASTER_KERNEL)), prompt_tokens=2000, completion_tokens=400
     )
 
-    result, out = optimize(tmp_path, "llm", "--provider", "llm", "--model", "openai/local-model")
+    result, out = optimize(
+        tmp_path,
+        "llm",
+        "--provider",
+        "llm",
+        "--model",
+        "openai/local-model",
+        "--api-base",
+        openai_server.api_base,
+    )
 
     assert result.exit_code == 0, result.output
     evs = events(out)
