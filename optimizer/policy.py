@@ -73,6 +73,7 @@ def compare(
                 candidate_median_us=cand_med,
                 speedup=ref_med / cand_med,
                 candidate_cv=stats.cv(cand),
+                baseline_cv=stats.cv(ref),
                 baseline_p95_us=stats.p95(ref),
                 candidate_p95_us=stats.p95(cand),
             )

@@ -23,7 +23,7 @@ from types import ModuleType
 
 from pydantic import BaseModel, ConfigDict
 
-from optimizer import stats, vcs_git, vcs_hg
+from optimizer import vcs_git, vcs_hg
 from optimizer.commit_message import change_summary, commit_subject, render_commit_message
 from optimizer.evaluate import Evaluator
 from optimizer.evaluation import EvalRequest
@@ -31,7 +31,7 @@ from optimizer.policy import BASELINE_ID
 from optimizer.vcs_common import AmbiguousVcsError, VcsConflictError, VcsError
 from optimizer.vcs_merge import merge3
 from tlxstore.errors import TlxdbError
-from tlxstore.events import CaseSpeedup, CommitAttempted, Phase
+from tlxstore.events import CaseSpeedup, CommitAttempted
 from tlxstore.fold import RunState
 from tlxstore.hashing import digest_bytes, digest_file
 
@@ -293,13 +293,6 @@ def request_for_run(
     )
     measured = revalidation or winner.decision
     cases = list(measured.cases) if measured else []
-    baseline_samples = baseline.samples_by_case(Phase.REVALIDATION if revalidation else None)
-    cases = [
-        c
-        if c.baseline_cv is not None or not baseline_samples.get(c.case_id)
-        else c.model_copy(update={"baseline_cv": stats.cv(baseline_samples[c.case_id])})
-        for c in cases
-    ]
     speedup = measured.speedup if measured else None
     return CommitRequest(
         candidate_id=candidate_id,

@@ -149,6 +149,7 @@ def test_a_clear_speedup_is_promoted_with_its_interval_and_cases():
     assert d.speedup == pytest.approx(1.2)
     assert 1.0 < d.ci_low <= d.speedup <= d.ci_high
     assert [c.case_id for c in d.cases] == ["small", "large"]
+    assert all(c.baseline_cv is not None and c.candidate_cv is not None for c in d.cases)
     assert d.compared_to == "baseline" and "speedup 1.2000x" in d.reason
 
 

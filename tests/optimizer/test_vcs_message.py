@@ -203,7 +203,7 @@ def test_a_runs_commit_request_comes_from_its_events(tmp_path) -> None:
             ci_low=1.2,
             ci_high=1.3,
             alternations=3,
-            cases=[CASES[0].model_copy(update={"baseline_cv": None})],
+            cases=[CASES[0].model_copy(update={"baseline_cv": cv(fresh_baseline_us)})],
         ),
     ]
     log = RunLog.create(tmp_path / "run", "r1")
@@ -214,7 +214,7 @@ def test_a_runs_commit_request_comes_from_its_events(tmp_path) -> None:
     assert req.subject == "Widen blocks"
     assert req.summary == "Hypothesis: wider blocks\nChange: BLOCK 64 -> 1024"
     assert (req.speedup, req.ci_low, req.ci_high) == (1.25, 1.2, 1.3)
-    # The baseline CV is that of the fresh baseline measured beside the finalist.
+    # The table is the revalidation's: the fresh baseline measured beside the finalist.
     assert req.cases[0].baseline_cv == pytest.approx(cv(fresh_baseline_us))
     assert request_for_run(state, "c001", tmp_path / "k.py", "Mine", lambda _s: True).subject == (
         "Mine"
