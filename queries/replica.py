@@ -5,7 +5,8 @@ millions of rows, attaching the file and scanning its key columns costs tens of 
 mostly cold metadata. This replica keeps, in an in-memory DuckDB, the keys of proj_decisions (row
 id, measurement key, source and normalized hashes: 32 bytes a row) and refreshes them only when
 the store's generation counter says something was written, reading just the rows appended since
-(the table is append-only, so row ids are dense and stable). A lookup finds the row ids in memory; only when
+(the table is append-only, so row ids only grow and never move; if they did, the key check
+below notices and the replica is rebuilt). A lookup finds the row ids in memory; only when
 there are some does it fetch those rows from the store, checks their keys against the replica
 (a mismatch rebuilds it), and runs the lookup's SQL over them.
 """
@@ -19,6 +20,7 @@ import duckdb
 import pyarrow as pa
 
 from queries import statement
+from tlxstore.errors import StoreError
 from tlxstore.store import Store, store_sql
 
 _TABLES = {"proj_decisions": ("mk_key", "source_key", "norm_key")}
@@ -33,7 +35,7 @@ class KeyReplica:
         self._con = duckdb.connect()
         self._con.execute(store_sql("macros"))
         self._generation: int | None = None
-        self._rows = dict.fromkeys(_TABLES, 0)
+        self._last_rid = dict.fromkeys(_TABLES, -1)
         for table, keys in _TABLES.items():
             cols = ", ".join(f"{k} BIGINT" for k in keys)
             self._con.execute(f"CREATE TABLE keys_{table} (rid BIGINT, {cols})")
@@ -44,20 +46,20 @@ class KeyReplica:
             return
         for table, keys in _TABLES.items():
             new = self.store.query(
-                f"SELECT rowid AS rid, {', '.join(keys)} FROM {table} WHERE rowid >= $after ORDER BY rowid",
-                {"after": self._rows[table]},
+                f"SELECT rowid AS rid, {', '.join(keys)} FROM {table} WHERE rowid > $after ORDER BY rowid",
+                {"after": self._last_rid[table]},
             )
             if new.num_rows:
                 self._con.register("new_keys", new)
                 self._con.execute(f"INSERT INTO keys_{table} SELECT * FROM new_keys")
                 self._con.unregister("new_keys")
-                self._rows[table] += new.num_rows
+                self._last_rid[table] = new.column("rid")[-1].as_py()
         self._generation = generation
 
     def _rebuild(self) -> None:
         for table in _TABLES:
             self._con.execute(f"DELETE FROM keys_{table}")
-        self._rows = dict.fromkeys(_TABLES, 0)
+        self._last_rid = dict.fromkeys(_TABLES, -1)
         self._generation = None
         self._refresh()
 
@@ -85,7 +87,10 @@ class KeyReplica:
                     return _run_over(self._con, table, rows.drop_columns(["rid"]), name, params)
                 if attempt == 1:
                     self._rebuild()  # row ids moved (a store rewritten under us): start over
-            raise RuntimeError("unreachable")
+            raise StoreError(
+                f"store {self.store.path}: the decisions table does not match its own keys; "
+                "export the runs and import them into a new store"
+            )
 
 
 def _run_over(

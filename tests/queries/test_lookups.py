@@ -114,10 +114,31 @@ def test_prompt_context_is_the_three_lookups_in_one_visit(store_path):
     store = Store(store_path)
     _ingest(store, "r1", small_run(2))
     _ingest(store, "r2", small_run(3, tag="b"))
-    together = lookups.prompt_context(store, MEASUREMENT_KEY, "sha256:bundle", "cpu-interpreter", "r2")
+    together = lookups.prompt_context(
+        store, MEASUREMENT_KEY, "sha256:bundle", "cpu-interpreter", "r2"
+    )
     assert together == (
         lookups.measured_candidates(store, MEASUREMENT_KEY),
         lookups.exclusions(store, "sha256:bundle", "cpu-interpreter"),
         lookups.prior_best(store, MEASUREMENT_KEY, "r2"),
     )
     assert together[0] and together[1] and together[2]
+
+
+def test_dedup_rebuilds_its_replica_when_row_ids_moved(store_path):
+    """A decisions table rewritten under a live replica (row ids moved, generation unchanged):
+    the fetched rows do not match the replica's keys, so it rebuilds and still answers right."""
+    import duckdb
+
+    store = Store(store_path)
+    _ingest(store, "r1", small_run(2, tag="x"))
+    raw, norm = _hashes("def kernel(): return 2  # x")
+    assert lookups.find_measured(store, MEASUREMENT_KEY, raw, norm).candidate_id == "c002"
+    store.close()
+    con = duckdb.connect(str(store_path))
+    con.execute("CREATE TEMP TABLE moved AS SELECT * FROM proj_decisions ORDER BY seq DESC")
+    con.execute("DELETE FROM proj_decisions")
+    con.execute("INSERT INTO proj_decisions SELECT * FROM moved")
+    con.close()
+    hit = lookups.find_measured(store, MEASUREMENT_KEY, raw, norm)
+    assert hit is not None and (hit.run_id, hit.candidate_id) == ("r1", "c002")
