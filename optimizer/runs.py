@@ -201,7 +201,13 @@ def _vcs_snapshot(request: RunRequest, out: Path) -> VcsSnapshot | None:
     saved = out / SNAPSHOT_FILE
     if saved.exists():
         return VcsSnapshot.model_validate_json(saved.read_text())
-    return vcs.snapshot_for_run(request.kernel, request.commit.vcs)
+    snapshot = vcs.snapshot_for_run(request.kernel, request.commit.vcs)
+    if snapshot.vcs is None:  # refuse now rather than after an hour of measuring
+        raise ConfigError(
+            f"cannot commit the winner: {snapshot.detail}; "
+            "pass --no-commit-winner to keep the winner in the output folder only"
+        )
+    return snapshot
 
 
 def _committer(
@@ -328,12 +334,12 @@ def optimize(
     """Validate and freeze the bundle, measure the baseline, run the loop; returns the result."""
     with Workspace() as ws:
         prep = prepare(request.kernel, request.bundle, request.flags, request.arch, ws)
+        snapshot = _vcs_snapshot(request, ws.scratch_dir)
         store = Store(request.store)
         priors = [run_id for ref in request.prior_runs for run_id in resolve_prior(store, ref)]
         run_id = new_run_id()
         out = _output_dir(request, store, run_id)
         prov = _provider(request, store, ws, provider, providers)
-        snapshot = _vcs_snapshot(request, out)
         setup = _setup(store, prep, prov, out, priors, request, observer, snapshot)
         run = Run(setup, RunLog.create(ws.scratch_dir / "events.jsonl", run_id), [])
         run.append(

@@ -577,3 +577,15 @@ def test_what_the_users_own_kernel_does_is_not_held_against_its_baseline(tmp_pat
     )
     assert r.exit_code == 0, r.stdout + r.stderr
     assert "PASS baseline:verify" in " ".join(r.stdout.split())
+
+
+def test_committing_a_kernel_outside_any_repository_is_refused_before_anything_runs(tmp_path):
+    argv = [a for a in _args(tmp_path) if a != "--no-commit-winner"]
+    r = _invoke(argv)
+    assert r.exit_code == 1
+    kernel = (tmp_path / "src" / "vecadd_kernel.py").resolve()
+    assert r.stderr.strip() == (
+        f"Error: cannot commit the winner: {kernel} is not inside a git or Mercurial repository; "
+        "pass --no-commit-winner to keep the winner in the output folder only"
+    )
+    assert not (tmp_path / "out").exists() and not (tmp_path / "s.duckdb").exists()
