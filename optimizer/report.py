@@ -143,8 +143,19 @@ def describe(env: Envelope, state: RunState) -> str | None:
             )
         case RunFinished():
             win = f", winner {e.winner_id} at {e.speedup:.3f}x" if e.winner_id and e.speedup else ""
-            return f"run finished: {e.stopping_reason.value}{win}{' — ' + _one(e.detail) if e.detail else ''}"
+            return (
+                f"run finished: {e.stopping_reason.value}{win}"
+                f"{' — ' + _one(e.detail) if e.detail else ''}{_timing_label(state)}"
+            )
     return None
+
+
+def _timing_label(state: RunState) -> str:
+    """CPU timings are the Triton interpreter's: say so wherever a speedup is reported."""
+    device = state.started.device if state.started else None
+    if device is not None and device.backend == "cpu":
+        return " (timings measure the Triton interpreter on the CPU, not a GPU)"
+    return ""
 
 
 def timeline(envelopes: list[Envelope]) -> list[str]:
@@ -194,7 +205,8 @@ def markdown_report(state: RunState, result: RunResult) -> str:
         t = s.thresholds
         lines += [
             f"- kernel: `{s.kernel_path}` ({s.kernel_sha256})",
-            f"- device: {s.device.kind} ({s.device.backend}, {s.device.architecture or 'unknown arch'})",
+            f"- device: {s.device.kind} ({s.device.backend}, {s.device.architecture or 'unknown arch'})"
+            f"{_timing_label(state)}",
             f"- tools: triton {s.tool_versions.triton}, torch {s.tool_versions.torch}, tlxdb {s.tool_versions.tlxdb}",
             f"- provider: {s.provider}{' / ' + s.model if s.model else ''}",
             f"- budget: {t.max_rounds} rounds x {t.candidates_per_round} candidates, min speedup {t.min_speedup}, "

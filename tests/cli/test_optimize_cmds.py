@@ -99,6 +99,7 @@ def test_optimize_prints_the_result_and_show_report_replay_read_it_back(tmp_path
         shown.exit_code == 0
         and "c001 PROMOTED" in shown.stdout
         and "run finished: max_rounds" in shown.stdout
+        and "(timings measure the Triton interpreter on the CPU, not a GPU)" in shown.stdout
     )
 
     rep = _invoke(
@@ -108,6 +109,7 @@ def test_optimize_prints_the_result_and_show_report_replay_read_it_back(tmp_path
     md, html = (tmp_path / "rep" / "report.md"), (tmp_path / "rep" / "report.html")
     assert rep.stdout.split() == [str(md), str(html)]
     assert "| c001 | 1 | baseline |" in md.read_text()
+    assert "not a GPU" in md.read_text()
     assert html.read_text().count("<svg") == 2
 
     same = _invoke(["replay", run_id, "--store", str(tmp_path / "s.duckdb")])
