@@ -58,13 +58,29 @@ def _bundle_options(f: Any) -> Any:
             help="The kernel: one Python file.",
         ),
         click.option(
-            "--bundle", "bundle_dir", type=click.Path(path_type=Path), help="The bundle folder."
+            "--bundle",
+            "bundle_dir",
+            type=click.Path(path_type=Path),
+            help="The bundle folder (harness.py, cases.json, target.json, [budget.json]).",
         ),
-        click.option("--harness", type=click.Path(path_type=Path)),
-        click.option("--cases", type=click.Path(path_type=Path)),
-        click.option("--target", type=click.Path(path_type=Path)),
-        click.option("--budget", type=click.Path(path_type=Path)),
-        click.option("--reference-kernel", "reference", type=click.Path(path_type=Path)),
+        click.option(
+            "--harness", type=click.Path(path_type=Path), help="harness.py, instead of --bundle."
+        ),
+        click.option(
+            "--cases", type=click.Path(path_type=Path), help="cases.json, instead of --bundle."
+        ),
+        click.option(
+            "--target", type=click.Path(path_type=Path), help="target.json, instead of --bundle."
+        ),
+        click.option(
+            "--budget", type=click.Path(path_type=Path), help="budget.json: overrides the flags."
+        ),
+        click.option(
+            "--reference-kernel",
+            "reference",
+            type=click.Path(path_type=Path),
+            help="A trusted correctness oracle handed to the harness and the agents.",
+        ),
         click.option(
             "--arch", help="The architecture the run must measure on (e.g. sm_90); checked."
         ),
@@ -209,7 +225,19 @@ def optimize(
     label: str | None,
     **budget_flags: Any,
 ) -> None:
-    """Optimize a kernel against a frozen target bundle (build, verify, benchmark, profile, decide)."""
+    """Optimize a kernel against a frozen target bundle (build, verify, benchmark, profile, decide).
+
+    Exit status: 0 a winner survived final revalidation; 2 no qualifying winner; 3 committing
+    the winner failed; 130 interrupted (continue with --resume); 1 bad input.
+
+    \b
+    Examples:
+      tlxdb optimize --kernel examples/softmax/kernel.py --bundle examples/softmax/host --no-commit-winner
+      tlxdb optimize --kernel k.py --bundle b/ --prior-run r20261130-101500-1a2b3c
+      tlxdb optimize --kernel k.py --bundle b/ --provider llm --model openai/gpt-4o
+      tlxdb optimize --kernel k.py --bundle b/ --provider command --provider-command "codex exec"
+      tlxdb optimize --resume r20261130-101500-1a2b3c
+    """
     live = LiveLog(sys.stderr, sys.stderr.isatty())
     try:
         if resume_ref is not None:

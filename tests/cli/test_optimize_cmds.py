@@ -591,3 +591,11 @@ def test_committing_a_kernel_outside_any_repository_is_refused_before_anything_r
         "pass --no-commit-winner to keep the winner in the output folder only"
     )
     assert not (tmp_path / "out").exists() and not (tmp_path / "s.duckdb").exists()
+
+
+def test_optimize_help_gives_examples_and_the_exit_codes():
+    r = _invoke(["optimize", "--help"])
+    assert r.exit_code == 0
+    text = " ".join(r.stdout.split())
+    assert "Examples:" in text and "tlxdb optimize --resume" in text
+    assert "3 committing the winner failed" in text and "130 interrupted" in text
