@@ -26,7 +26,9 @@ class HarnessBundle(BaseModel):
     cases: list[CaseSpec]
     target: dict[str, Any]  # target.json as the user wrote it; handed to harness.build()
     environment: dict[str, str] = {}  # target.environment, applied to the child only
-    protected_paths: list[Path] = []  # hashed before and after every evaluation (the copy, the kernel)
+    protected_paths: list[
+        Path
+    ] = []  # hashed before and after every evaluation (the copy, the kernel)
 
 
 class EvalRequest(BaseModel):
