@@ -34,6 +34,7 @@ import pyarrow
 import pydantic
 
 from queries import lookups
+from queries.replica import replica_of
 from tlxstore.events import Envelope, Event, Outcome
 from tlxstore.fold import fold
 from tlxstore.runlog import RunLog
@@ -208,6 +209,39 @@ def bench_lookups(
     }
 
 
+def bench_lookups_after_write(
+    store: Store, writer: Store, keys: int, calls: int = 30
+) -> dict[str, float]:
+    """What the loop pays per candidate: another Store (as the loop's own writer, or another
+    process) ingests one candidate's events, so the generation moves and the next lookups
+    refresh the replica (one visit to the store, reading the rows appended since); then the
+    dedup lookup of a new source and the prompt context, as the loop makes them."""
+    import hashlib
+
+    def sha(s: str) -> str:
+        return "sha256:" + hashlib.sha256(s.encode()).hexdigest()
+
+    run = f"after-write-{uuid.uuid4().hex[:6]}"
+    mk = sha("key0")
+    writer.ingest(envelopes(run, [run_started(measurement_key=mk)]))
+    seq = 1
+    dedup, ctx = [], []
+    for i in range(calls):
+        events = candidate_events(f"w{i:04d}", f"def k(): return {i}  # {run}", samples=10)
+        writer.ingest(envelopes(run, events, start=seq))
+        seq += len(events)
+        t0 = time.perf_counter()
+        assert (
+            lookups.find_measured(store, mk, sha(f"fresh{run}{i}"), sha(f"freshn{run}{i}")) is None
+        )
+        t1 = time.perf_counter()
+        lookups.prompt_context(store, mk, sha(f"bundle{i % keys}"), "NVIDIA H200", run)
+        t2 = time.perf_counter()
+        dedup.append((t1 - t0) * 1000)
+        ctx.append((t2 - t1) * 1000)
+    return {"dedup_after_write_p50_ms": p50(dedup), "context_after_refresh_p50_ms": p50(ctx)}
+
+
 def bench_open_close(store: Store, n: int = 50) -> float:
     """What every store call pays before its SQL: lock, open read-only, close."""
     lat = []
@@ -237,6 +271,14 @@ def bench_replay(store: Store, n_candidates: int = 1000) -> dict[str, float]:
     return {"replay_1000_candidates_s": p50(times), "replay_events": len(envs)}
 
 
+def _rss_bytes() -> int:
+    """This process's resident memory (Linux), for the replica's footprint."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -246,6 +288,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "results")
     ap.add_argument(
         "--label", default="", help="where this ran (machine), recorded with the results"
+    )
+    ap.add_argument(
+        "--load", default="", help="how loaded the machine was (recorded with the results)"
     )
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="store-bench-"))
@@ -262,6 +307,8 @@ def main() -> None:
         "pyarrow": pyarrow.__version__,
         "pydantic": pydantic.VERSION,
         "scale": args.scale,
+        "load": args.load,
+        "loadavg_at_start": os.getloadavg(),
     }
     empty = Store(work / "empty.duckdb")
     res["ingest_empty_store"] = bench_ingest(empty, batches=5, batch_size=10_000, tag="e")
@@ -274,7 +321,13 @@ def main() -> None:
     generated = fold(big.run_envelopes("rb0000001"))  # generated events are valid events
     assert len(generated.candidates) == cands and generated.started is not None
     res["open_close_p50_ms"] = bench_open_close(big)
+    t0 = time.perf_counter()
+    lookups.find_measured(big, "sha256:none", "sha256:none", "sha256:none")
+    res["replica_build_s"] = time.perf_counter() - t0  # first lookup of a process
     res["lookups"] = bench_lookups(big, runs, cands, keys)
+    res["lookups_after_write"] = bench_lookups_after_write(big, Store(big_path), keys)
+    res["rss_after_lookups_bytes"] = _rss_bytes()
+    res["replica_bytes"] = replica_of(big).nbytes()
     res["replay"] = bench_replay(big)
     res["ingest_big_store"] = bench_ingest(big, batches=3, batch_size=10_000, tag="b")
     summary = {
@@ -339,6 +392,26 @@ def render(res: dict) -> str:
             f"{lk['context_three_calls_p50_ms']:.1f} ms ({lk['context_measured_candidates_p50_ms']:.1f} + {lk['context_exclusions_p50_ms']:.1f} + {lk['context_prior_best_p50_ms']:.1f})",
         ),
         (
+            "dedup lookup right after another Store's ingest (replica refresh: one store visit), p50",
+            f"{res['lookups_after_write']['dedup_after_write_p50_ms']:.1f} ms",
+        ),
+        (
+            "prompt context right after that refresh, p50",
+            f"{res['lookups_after_write']['context_after_refresh_p50_ms']:.1f} ms",
+        ),
+        (
+            "first lookup of a process (builds the replica from the store)",
+            f"{res['replica_build_s']:.2f} s",
+        ),
+        (
+            "memory of the replica's rows (Arrow buffers, decisions + exclusions)",
+            f"{res['replica_bytes'] / 1e6:,.0f} MB",
+        ),
+        (
+            "resident memory of the bench process after the lookups (replica included)",
+            f"{res['rss_after_lookups_bytes'] / 1e6:,.0f} MB",
+        ),
+        (
             "replay of a 1,000-candidate run (run_envelopes + fold), p50",
             f"{res['replay']['replay_1000_candidates_s']:.2f} s ({res['replay']['replay_events']:,} events)",
         ),
@@ -348,6 +421,8 @@ def render(res: dict) -> str:
         "",
         f"Machine: {res['machine']} ({res['cpu_count']} CPUs, {res['platform']}); Python {res['python']}, "
         f"DuckDB {res['duckdb']}, pyarrow {res['pyarrow']}, pydantic {res['pydantic']}; {res['date']}.",
+        f"Load: {res.get('load') or 'not recorded'}; load average at start "
+        f"{', '.join(f'{x:.2f}' for x in res.get('loadavg_at_start', ()))}.",
         f"Big store: {big['rows_proj_candidates']:,} candidates, {big['rows_proj_samples']:,} samples, "
         f"{big['rows_events']:,} events, {big['size_bytes'] / 1e9:.2f} GB, generated in SQL in {big['generate_s']:.0f} s.",
         "",

@@ -105,12 +105,12 @@ class SharedEvidence:
 def fetch_shared(
     store: Store, measurement_key: str, bundle_digest: str, device_kind: str, run_id: str
 ) -> SharedEvidence:
-    """Three lookups (milliseconds each on a large store); run off the loop's critical path."""
-    return SharedEvidence(
-        measured=lookups.measured_candidates(store, measurement_key),
-        exclusions=lookups.exclusions(store, bundle_digest, device_kind),
-        prior_best=lookups.prior_best(store, measurement_key, run_id),
+    """The three context lookups at one generation of the store (lookups.prompt_context:
+    milliseconds on a large store); run off the loop's critical path."""
+    measured, exclusions, prior_best = lookups.prompt_context(
+        store, measurement_key, bundle_digest, device_kind, run_id
     )
+    return SharedEvidence(measured=measured, exclusions=exclusions, prior_best=prior_best)
 
 
 def build_context(

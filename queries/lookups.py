@@ -1,10 +1,10 @@
 """The store lookups the loop makes per candidate (dedup, prompt context), typed.
 
-Dedup (`find_measured`) finds candidate rows by integer keys in a process-local replica
-(queries/replica.py): a source never measured (the common case) is answered without touching
-the store; a match fetches just its rows. The context lookups run one statement each from
-statements/ over the store's single decisions/exclusions tables; `prompt_context` runs the three
-in one visit to the store. Timings: benchmarks/store_bench.py.
+Each runs one statement from statements/ over a process-local replica of the store's decisions
+and exclusions tables (queries/replica.py), refreshed from the store only when its generation
+counter moved: with nothing written since the last lookup, no lookup touches the store.
+`prompt_context` runs the three context statements at one generation. Timings:
+benchmarks/store_bench.py.
 """
 
 from __future__ import annotations
@@ -13,38 +13,37 @@ import json
 from typing import Any
 
 import pyarrow as pa
+from pydantic import TypeAdapter
 
-from queries import statement
 from queries.models import Exclusion, MeasuredCandidate, MeasuredMatch
 from queries.replica import replica_of
 from tlxstore.store import Store
 
-_DEDUP_KEYS = (
-    "(source_key = tlx_key($source_hash) OR norm_key = tlx_key($normalized_hash))"
-    " AND mk_key = tlx_key($measurement_key)"
-)
+_MEASURED = TypeAdapter(list[MeasuredCandidate])
+_EXCLUSIONS = TypeAdapter(list[Exclusion])
 
 
-def _measured(row: dict[str, Any]) -> MeasuredCandidate:
-    return MeasuredCandidate(
-        run_id=row["run_id"],
-        candidate_id=row["candidate_id"],
-        source_hash=row["source_hash"],
-        knobs=json.loads(row["knobs"]) if row["knobs"] else {},
-        outcome=row["outcome"],
-        speedup=row["speedup"],
-        reason=row["reason"] or "",
-        hypothesis=row["hypothesis"] or "",
+def _measured(table: pa.Table) -> list[MeasuredCandidate]:
+    """Rows of measured_candidates / prior_best as models, validated in one call."""
+    return _MEASURED.validate_python(
+        [
+            {
+                **row,
+                "knobs": json.loads(row["knobs"]) if row["knobs"] else {},
+                "reason": row["reason"] or "",
+                "hypothesis": row["hypothesis"] or "",
+            }
+            for row in table.to_pylist()
+        ]
     )
 
 
-def _exclusion(row: dict[str, Any]) -> Exclusion:
-    return Exclusion(
-        signature=row["signature"],
-        outcome=row["outcome"],
-        reason=row["reason"] or "",
-        hypothesis=row["hypothesis"] or "",
-        occurrences=row["occurrences"],
+def _exclusions(table: pa.Table) -> list[Exclusion]:
+    return _EXCLUSIONS.validate_python(
+        [
+            {**row, "reason": row["reason"] or "", "hypothesis": row["hypothesis"] or ""}
+            for row in table.to_pylist()
+        ]
     )
 
 
@@ -57,7 +56,16 @@ def find_measured(
         "source_hash": source_hash,
         "normalized_hash": normalized_hash,
     }
-    rows = replica_of(store).lookup("proj_decisions", _DEDUP_KEYS, "find_measured", params)
+    (rows,) = replica_of(store).run(
+        [
+            (
+                "find_measured",
+                params,
+                "proj_decisions",
+                {"source_key": [source_hash], "norm_key": [normalized_hash]},
+            )
+        ]
+    )
     if rows.num_rows == 0:
         return None
     r = rows.to_pylist()[0]
@@ -72,36 +80,55 @@ def find_measured(
     )
 
 
-def _measured_params(measurement_key: str) -> dict[str, Any]:
-    return {"measurement_key": measurement_key}
+# (statement, params, the table it reads, {key column: texts whose rows it needs})
+_Statement = tuple[str, dict[str, Any], str, dict[str, list[str]]]
 
 
-def _exclusion_params(bundle_digest: str, device_kind: str) -> dict[str, Any]:
-    return {"bundle_digest": bundle_digest, "device_kind": device_kind}
+def _measured_statement(measurement_key: str) -> _Statement:
+    return (
+        "measured_candidates",
+        {"measurement_key": measurement_key},
+        "proj_decisions",
+        {"mk_key": [measurement_key]},
+    )
 
 
-def _prior_params(measurement_key: str, exclude_run: str, limit: int) -> dict[str, Any]:
-    return {"measurement_key": measurement_key, "exclude_run": exclude_run, "limit": limit}
+def _exclusions_statement(bundle_digest: str, device_kind: str) -> _Statement:
+    return (
+        "exclusions",
+        {"bundle_digest": bundle_digest, "device_kind": device_kind},
+        "proj_exclusions",
+        {"bundle_key": [bundle_digest]},
+    )
+
+
+def _prior_statement(measurement_key: str, exclude_run: str, limit: int) -> _Statement:
+    return (
+        "prior_best",
+        {"measurement_key": measurement_key, "exclude_run": exclude_run, "limit": limit},
+        "proj_decisions",
+        {"mk_key": [measurement_key]},
+    )
 
 
 def measured_candidates(store: Store, measurement_key: str) -> list[MeasuredCandidate]:
     """Every decided non-baseline candidate under this identity, in any run, oldest first."""
-    table = store.query(statement("measured_candidates"), _measured_params(measurement_key))
-    return [_measured(r) for r in table.to_pylist()]
+    (table,) = replica_of(store).run([_measured_statement(measurement_key)])
+    return _measured(table)
 
 
 def exclusions(store: Store, bundle_digest: str, device_kind: str) -> list[Exclusion]:
     """Exclusions for this bundle on this device kind, grouped by signature, most frequent first."""
-    table = store.query(statement("exclusions"), _exclusion_params(bundle_digest, device_kind))
-    return [_exclusion(r) for r in table.to_pylist()]
+    (table,) = replica_of(store).run([_exclusions_statement(bundle_digest, device_kind)])
+    return _exclusions(table)
 
 
 def prior_best(
     store: Store, measurement_key: str, exclude_run: str, limit: int = 10
 ) -> list[MeasuredCandidate]:
     """Promoted candidates of other runs under this identity, best speedup first (at most `limit`)."""
-    table = store.query(statement("prior_best"), _prior_params(measurement_key, exclude_run, limit))
-    return [_measured(r) for r in table.to_pylist()]
+    (table,) = replica_of(store).run([_prior_statement(measurement_key, exclude_run, limit)])
+    return _measured(table)
 
 
 def prompt_context(
@@ -112,17 +139,14 @@ def prompt_context(
     exclude_run: str,
     limit: int = 10,
 ) -> tuple[list[MeasuredCandidate], list[Exclusion], list[MeasuredCandidate]]:
-    """measured_candidates, exclusions and prior_best in one visit to the store."""
-    tables: list[pa.Table] = store.query_many(
+    """measured_candidates, exclusions and prior_best at one generation of the store (at most
+    one visit to it, to refresh the replica)."""
+    tables: list[pa.Table] = replica_of(store).run(
         [
-            (statement("measured_candidates"), _measured_params(measurement_key)),
-            (statement("exclusions"), _exclusion_params(bundle_digest, device_kind)),
-            (statement("prior_best"), _prior_params(measurement_key, exclude_run, limit)),
+            _measured_statement(measurement_key),
+            _exclusions_statement(bundle_digest, device_kind),
+            _prior_statement(measurement_key, exclude_run, limit),
         ]
     )
-    measured, excluded, best = (t.to_pylist() for t in tables)
-    return (
-        [_measured(r) for r in measured],
-        [_exclusion(r) for r in excluded],
-        [_measured(r) for r in best],
-    )
+    measured, excluded, best = tables
+    return _measured(measured), _exclusions(excluded), _measured(best)

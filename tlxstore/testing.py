@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
 from tlxstore.events import (
     BenchmarkSampled,
     BuildFinished,
@@ -11,6 +14,7 @@ from tlxstore.events import (
     CaseVerified,
     DecisionMade,
     DeviceInfo,
+    Envelope,
     Event,
     ExclusionRecorded,
     Outcome,
@@ -24,6 +28,9 @@ from tlxstore.events import (
     ToolVersions,
 )
 from tlxstore.hashing import digest_json, digest_text
+
+if TYPE_CHECKING:
+    from tlxstore.store import Store
 
 MEASUREMENT_KEY = digest_json(["cpu-interpreter", "3.9.0", "2.13.0", "sha256:bundle"])
 
@@ -164,3 +171,19 @@ def small_run(n_candidates: int = 3, output_dir: str = "/tmp/out", tag: str = ""
         )
     )
     return events
+
+
+def ingest_run(store: Store, run_id: str, events: list[Event]) -> None:
+    """Store a run's events as one batch (ids `<run>-<seq>`); runs recorded one after another
+    start an hour apart, so their order by time is their order of ingest."""
+    start = datetime(2026, 11, 30, len(store.run_ids()), tzinfo=UTC)
+    store.ingest(
+        Envelope(
+            event_id=f"{run_id}-{i}",
+            run_id=run_id,
+            seq=i,
+            recorded_at=start + timedelta(seconds=i),
+            event=e,  # type: ignore[arg-type]  # any event; the union is the same set
+        )
+        for i, e in enumerate(events)
+    )

@@ -1,6 +1,7 @@
+-- Run by queries/replica.py over the rows whose integer key matches (found in its index); the
+-- texts are compared here, so a key collision cannot give a wrong answer.
 -- Exclusions for one bundle and device kind, grouped by signature and outcome across runs; the
--- reason and hypothesis are the latest recorded (run ids sort by start time). The inner scan
--- reads only the integer key and yields row ids.
+-- reason and hypothesis are the latest recorded (run ids sort by start time).
 SELECT
     signature,
     outcome,
@@ -8,7 +9,6 @@ SELECT
     max_by(hypothesis, run_id || '/' || lpad(CAST(seq AS VARCHAR), 12, '0')) AS hypothesis,
     count(*) AS occurrences
 FROM proj_exclusions
-WHERE rowid IN (SELECT rowid FROM proj_exclusions WHERE bundle_key = tlx_key($bundle_digest))
-  AND bundle_digest = $bundle_digest AND device_kind = $device_kind
+WHERE bundle_digest = $bundle_digest AND device_kind = $device_kind
 GROUP BY signature, outcome
 ORDER BY occurrences DESC, signature, outcome

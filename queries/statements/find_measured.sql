@@ -1,7 +1,8 @@
+-- Run by queries/replica.py over the rows whose integer key matches (found in its index); the
+-- texts are compared here, so a key collision cannot give a wrong answer.
 -- The earliest decided candidate (not itself a duplicate) whose raw or normalized source hash
 -- matches, under one measurement identity; a raw match is preferred over a normalized one.
--- Run over the few rows the key replica found (queries/replica.py); decisions carry their
--- candidate's identity, so one table answers.
+-- Decisions carry their candidate's identity, so one table answers.
 SELECT
     run_id,
     candidate_id,

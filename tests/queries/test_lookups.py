@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 from optimizer.providers.base import Exclusion, MeasuredCandidate
 from queries import lookups
-from tlxstore.events import Envelope, FailureKind, InfrastructureFailed, Outcome
+from tlxstore.events import FailureKind, InfrastructureFailed, Outcome
 from tlxstore.hashing import digest_text
 from tlxstore.store import Store
-from tlxstore.testing import MEASUREMENT_KEY, candidate_events, run_started, small_run
+from tlxstore.testing import MEASUREMENT_KEY, candidate_events, ingest_run, run_started, small_run
 
-
-def _ingest(store: Store, run_id: str, events) -> None:
-    """Runs recorded one after another: each starts an hour after the one before."""
-    start = datetime(2026, 11, 30, len(store.run_ids()), tzinfo=UTC)
-    store.ingest(
-        Envelope(
-            event_id=f"{run_id}-{i}",
-            run_id=run_id,
-            seq=i,
-            recorded_at=start + timedelta(seconds=i),
-            event=e,
-        )
-        for i, e in enumerate(events)
-    )
+_ingest = ingest_run
 
 
 def _hashes(source: str) -> tuple[str, str]:
@@ -125,20 +110,32 @@ def test_prompt_context_is_the_three_lookups_in_one_visit(store_path):
     assert together[0] and together[1] and together[2]
 
 
-def test_dedup_rebuilds_its_replica_when_row_ids_moved(store_path):
-    """A decisions table rewritten under a live replica (row ids moved, generation unchanged):
-    the fetched rows do not match the replica's keys, so it rebuilds and still answers right."""
+def test_lookups_rebuild_their_replica_when_the_tables_were_rewritten(store_path):
+    """The lookup tables rewritten under a live replica (rows moved, one exclusion removed by
+    hand), then another write: the refresh sees that the store's tables are not the replica's
+    rows plus the new ones and rebuilds, so the lookups follow the store, not stale rows."""
     import duckdb
 
     store = Store(store_path)
     _ingest(store, "r1", small_run(2, tag="x"))
     raw, norm = _hashes("def kernel(): return 2  # x")
     assert lookups.find_measured(store, MEASUREMENT_KEY, raw, norm).candidate_id == "c002"
+    assert lookups.exclusions(store, "sha256:bundle", "cpu-interpreter")[0].occurrences == 1
     store.close()
     con = duckdb.connect(str(store_path))
-    con.execute("CREATE TEMP TABLE moved AS SELECT * FROM proj_decisions ORDER BY seq DESC")
-    con.execute("DELETE FROM proj_decisions")
-    con.execute("INSERT INTO proj_decisions SELECT * FROM moved")
+    for table, keep in (("proj_decisions", "true"), ("proj_exclusions", "candidate_id <> 'c001'")):
+        con.execute(f"CREATE TEMP TABLE moved AS SELECT * FROM {table} ORDER BY seq DESC")
+        con.execute(f"DELETE FROM {table}")
+        con.execute(f"INSERT INTO {table} SELECT * FROM moved WHERE {keep}")
+        con.execute("DROP TABLE moved")
     con.close()
+    _ingest(Store(store_path), "r2", small_run(1, tag="y"))  # the generation moves
     hit = lookups.find_measured(store, MEASUREMENT_KEY, raw, norm)
     assert hit is not None and (hit.run_id, hit.candidate_id) == ("r1", "c002")
+    assert lookups.exclusions(store, "sha256:bundle", "cpu-interpreter") == []
+    measured = lookups.measured_candidates(store, MEASUREMENT_KEY)
+    assert [(m.run_id, m.candidate_id) for m in measured] == [
+        ("r1", "c001"),
+        ("r1", "c002"),
+        ("r2", "c001"),
+    ]
