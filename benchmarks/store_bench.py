@@ -7,8 +7,11 @@ Measures, each with the real library calls:
   one event (lock, DuckDB transaction, checkpoint);
 - on a store holding 1M candidates and 10M samples (generated in SQL, see
   store_bench_big_store.sql): the p50 of the dedup lookup (queries.lookups.find_measured, hits
-  and misses) and of the prompt-context queries (measured_candidates + exclusions + prior_best
-  for one measurement key), each call as the loop makes it (lock, open read-only, query, close);
+  and misses) and of the prompt context (lookups.prompt_context, which the loop's
+  fetch_shared calls; also as three separate calls), through one Store object as the loop
+  makes them (its replica current: nothing written since); the same lookups right after
+  another Store ingested a candidate (the replica's refresh included); the replica's build
+  time (the first lookup of a process) and memory;
 - the time to replay a 1,000-candidate run: fold(store.run_envelopes(run)) on the big store.
 
 Usage: python benchmarks/store_bench.py [--scale 1.0] [--workdir DIR] [--out benchmarks/results]

@@ -3,16 +3,17 @@
 The optimizer asks the store, per candidate, "was this source measured?" and, per prompt, "what
 has every run under this identity learned?". Against a store of millions of rows, each visit
 attaches the file into a cold buffer pool and reads compressed column segments: tens of
-milliseconds. This replica keeps, in a compressed in-memory DuckDB, the columns of
-proj_decisions and proj_exclusions the lookups read (statements/*.sql run over it unchanged),
-and refreshes them only when the store's generation counter (`<store>.gen`, bumped under the
-exclusive lock by every ingest that added rows) has moved, by reading just the rows appended
-since, in one visit. A lookup with the generation unchanged reads one small file and never
-touches the store.
+milliseconds. This replica keeps in memory the columns of proj_decisions and proj_exclusions
+the lookups read (Arrow rows, a numpy index per integer key column), and refreshes them only when
+the store's generation counter (`<store>.gen`, bumped under the exclusive lock by every ingest
+that added rows) has moved, by reading just the rows appended since. A lookup with the
+generation unchanged reads one small file and never touches the store: it finds the positions
+of its keys, takes those rows and runs its statement (statements/*.sql) over just them.
 
-The tables are append-only, so row ids only grow. Each refresh also reads each table's row
-count and the keys of the last row the replica holds; if the table was rewritten under it (rows
-moved or removed), those disagree and the replica is rebuilt from scratch.
+A refresh first reads each table's row count and the keys of the last row the replica holds (one
+small statement); only a table that grew is then read, from the row after the last one held.
+The tables are append-only, so row ids only grow; if a table was rewritten under the replica
+(rows moved or removed), the count or those keys disagree and the replica is rebuilt.
 """
 
 from __future__ import annotations
@@ -182,44 +183,50 @@ class TableReplica:
         generation = self.store.generation()
         if generation == self._generation:
             return
-        statements: list[tuple[str, dict[str, Any] | None]] = []
-        for table, (cols, keys) in _TABLES.items():
-            after = {"after": self._rows[table] - 1}
-            statements.append(
-                (
-                    f"SELECT rowid AS rid, {', '.join(cols)} FROM {table} "
-                    "WHERE rowid > $after ORDER BY rowid",
-                    after,
-                )
+        # first visit: each table's row count and the keys of the last row the replica holds
+        parts, params = [], {}
+        for i, (table, (_cols, keys)) in enumerate(_TABLES.items()):
+            params[f"last{i}"] = self._rows[table] - 1
+            parts.append(f"(SELECT count(*) FROM {table}) AS n{i}")
+            parts.append(
+                f"(SELECT [{', '.join(keys)}] FROM {table} WHERE rowid = $last{i}) AS keys{i}"
             )
-            statements.append(
-                (
-                    f"SELECT (SELECT count(*) FROM {table}) AS n, "
-                    f"(SELECT [{', '.join(keys)}] FROM {table} WHERE rowid = $after) AS last_keys",
-                    after,
-                )
+        check = self.store.query("SELECT " + ", ".join(parts), params).to_pylist()[0]
+        grown = []
+        for i, table in enumerate(_TABLES):
+            held, n, last = self._rows[table], check[f"n{i}"], check[f"keys{i}"]
+            if n < held or (held and (last is None or tuple(last) != self._last_keys[table])):
+                self._rewritten(rebuild)  # not the replica's rows plus appended ones
+                return
+            if n > held or self._store_rows[table] is None:
+                grown.append(table)
+        # second visit, only when a table has new rows: the rows after the last one held
+        fetched = (
+            self.store.query_many(
+                [
+                    (
+                        f"SELECT rowid AS rid, {', '.join(_TABLES[table][0])} FROM {table} "
+                        "WHERE rowid > $after ORDER BY rowid",
+                        {"after": self._rows[table] - 1},
+                    )
+                    for table in grown
+                ]
             )
-        fetched = self.store.query_many(statements)
-        news = {table: fetched[2 * i] for i, table in enumerate(_TABLES)}
-        checks = {table: fetched[2 * i + 1].to_pylist()[0] for i, table in enumerate(_TABLES)}
-        if not all(self._continues(t, news[t], checks[t]) for t in _TABLES):
-            if rebuild:
-                self._rebuild()
-            return
-        for table, (_cols, keys) in _TABLES.items():
-            self._append(table, news[table].drop_columns(["rid"]), keys)
+            if grown
+            else []
+        )
+        for table, new in zip(grown, fetched, strict=True):
+            rid, held, k = new.column("rid"), self._rows[table], new.num_rows
+            if k and (rid[0].as_py(), rid[-1].as_py()) != (held, held + k - 1):
+                self._rewritten(rebuild)
+                return
+        for table, new in zip(grown, fetched, strict=True):
+            self._append(table, new.drop_columns(["rid"]), _TABLES[table][1])
         self._generation = generation
 
-    def _continues(self, table: str, new: pa.Table, check: dict[str, Any]) -> bool:
-        """Whether the store's table is the replica's rows plus `new`, appended after them."""
-        held, n = self._rows[table], new.num_rows
-        if check["n"] != held + n:
-            return False
-        rid = new.column("rid")
-        if n and (rid[0].as_py(), rid[-1].as_py()) != (held, held + n - 1):
-            return False
-        last = check["last_keys"]
-        return not held or (last is not None and tuple(last) == self._last_keys[table])
+    def _rewritten(self, rebuild: bool) -> None:
+        if rebuild:
+            self._rebuild()
 
     def _append(self, table: str, rows: pa.Table, keys: tuple[str, ...]) -> None:
         held = self._store_rows[table]
