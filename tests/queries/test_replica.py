@@ -104,3 +104,37 @@ def test_row_store_takes_the_rows_at_positions_across_merges():
         got = rows.take(np.array(list(reversed(want)), dtype=np.int64))
         assert got.column("i").to_pylist() == want
         assert got.column("s").to_pylist() == [f"r{j}" for j in want]
+
+
+def test_lookups_during_writes_end_where_a_fresh_replica_starts(store_path):
+    """Lookups interleaved with another Store's ingests (a thread writing run after run):
+    every refresh appends exactly what was written, so at the end the long-lived replica
+    answers as one built from scratch does."""
+    import threading
+
+    reader, writer = Store(store_path), Store(store_path)
+    done = threading.Event()
+
+    def write() -> None:
+        try:
+            for r in range(12):
+                _ingest(writer, f"w{r:02d}", small_run(2, tag=f"w{r}"))
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    seen = []
+    while not done.is_set():
+        ctx = lookups.prompt_context(
+            reader, MEASUREMENT_KEY, "sha256:bundle", "cpu-interpreter", "x"
+        )
+        seen.append(len(ctx[0]))
+    thread.join()
+    assert seen == sorted(seen)  # a reader never sees the store go back
+    final = lookups.prompt_context(reader, MEASUREMENT_KEY, "sha256:bundle", "cpu-interpreter", "x")
+    fresh = lookups.prompt_context(
+        Store(store_path), MEASUREMENT_KEY, "sha256:bundle", "cpu-interpreter", "x"
+    )
+    assert final == fresh and len(final[0]) == 12 * 2
+    assert [(e.signature, e.occurrences) for e in final[1]] == [("BLOCK=64,num_warps=4", 12)]
