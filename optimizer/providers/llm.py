@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -38,6 +39,7 @@ from optimizer.providers.base import (
     SearchExhausted,
 )
 from optimizer.providers.support import parse_options, redact
+from tlxstore.errors import ConfigError
 from tlxstore.events import ModelExchanged, new_event_id
 from tlxstore.hashing import canonical_json
 
@@ -215,6 +217,10 @@ class _RequestFailed(Exception):
 
 def create(options: Any) -> LlmProvider:
     """The llm provider from ProviderOptions or a mapping (keys: model, api_base and the optional LlmOptions fields)."""
+    if importlib.util.find_spec("litellm") is None:  # found without importing it (slow)
+        raise ConfigError(
+            "--provider llm needs litellm, an optional extra: pip install 'tlxdb[llm]'"
+        )
     return LlmProvider(
         parse_options(
             LlmOptions, options, "llm", {"model": "--model NAME", "api_base": "--api-base URL"}

@@ -599,3 +599,22 @@ def test_optimize_help_gives_examples_and_the_exit_codes():
     text = " ".join(r.stdout.split())
     assert "Examples:" in text and "tlxdb optimize --resume" in text
     assert "3 committing the winner failed" in text and "130 interrupted" in text
+
+
+def test_the_llm_provider_without_litellm_is_refused_before_the_baseline_is_measured(
+    tmp_path, monkeypatch
+):
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "litellm" else real_find_spec(name, *a),
+    )
+    r = _invoke(_args(tmp_path, extra=["--provider", "llm", "--model", "openai/x"]))
+    assert r.exit_code == 1
+    assert r.stderr.strip() == (
+        "Error: --provider llm needs litellm, an optional extra: pip install 'tlxdb[llm]'"
+    )
+    assert not (tmp_path / "out").exists()
