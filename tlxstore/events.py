@@ -157,12 +157,10 @@ class RunStarted(Event):
     prior_runs: list[str] = []
     resumed_from: str | None = None
     label: str | None = None
-    case_weights: dict[
-        str, float
-    ] = {}  # cases.json weights, so a run can be re-decided from its events
-    protected_cases: list[str] | None = (
-        None  # None: unknown (every weighted case counts as protected)
-    )
+    # cases.json weights and protected cases, so a run can be re-decided from its events alone;
+    # protected_cases None: unknown (every weighted case counts as protected)
+    case_weights: dict[str, float] = {}
+    protected_cases: list[str] | None = None
 
 
 class BundleValidated(Event):
