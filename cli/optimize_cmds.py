@@ -15,11 +15,11 @@ from typing import IO, Any
 import click
 
 from cli.main import main
+from cli.options import open_store, store_option
 from optimizer import redecide, report, runs
 from optimizer.bundle import locate
 from optimizer.output import EXIT_INTERRUPTED, RunResult
 from optimizer.providers import ProviderOptions
-from tlxstore.config import settings
 from tlxstore.errors import TlxdbError
 from tlxstore.events import CandidateProposed, Envelope
 from tlxstore.fold import RunState
@@ -33,20 +33,6 @@ BUDGET_FLAGS = (
     "max_cv",
     "benchmark_repetitions",
 )
-
-
-def _store_option(f: Any) -> Any:
-    return click.option(
-        "--store",
-        "store",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="The evidence store (default: $TLXDB_STORE, else a per-user data folder).",
-    )(f)
-
-
-def _store(path: Path | None) -> Path:
-    return path if path is not None else settings().store
 
 
 def _bundle_options(f: Any) -> Any:
@@ -158,7 +144,7 @@ def _render(result: RunResult, fmt: str) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Where the run writes its artifacts (default: a new folder under the store).",
 )
-@_store_option
+@store_option
 @click.option(
     "--prior-run",
     "prior_runs",
@@ -208,7 +194,7 @@ def optimize(
     reference: Path | None,
     arch: str | None,
     output_dir: Path | None,
-    store: Path | None,
+    store: Path,
     prior_runs: tuple[str, ...],
     resume_ref: str | None,
     provider: str | None,
@@ -260,7 +246,7 @@ def optimize(
                 raise click.ClickException(
                     f"--resume continues with the run's own settings; drop {', '.join(clash)}"
                 )
-            result = runs.resume(resume_ref, _store(store), observer=live)
+            result = runs.resume(resume_ref, store, observer=live)
         else:
             if kernel is None:
                 raise click.ClickException("missing --kernel (the kernel file to optimize)")
@@ -274,7 +260,7 @@ def optimize(
                     budget=budget,
                     reference=reference,
                 ),
-                store=_store(store),
+                store=store,
                 output_dir=output_dir,
                 flags=budget_flags,
                 provider=provider,
@@ -347,17 +333,15 @@ def validate(
         )
 
 
-def _run_envelopes(store: Path | None, ref: str) -> list[Envelope]:
-    from tlxstore.store import Store
-
-    s = Store(_store(store), create=False)
+def _run_envelopes(store: Path, ref: str) -> list[Envelope]:
+    s = open_store(store, create=False)
     return s.run_envelopes(s.resolve_run(ref))
 
 
 @main.command()
 @click.argument("run")
-@_store_option
-def show(run: str, store: Path | None) -> None:
+@store_option
+def show(run: str, store: Path) -> None:
     """One run's timeline: every candidate, its evidence and its decision."""
     try:
         envs = _run_envelopes(store, run)
@@ -369,17 +353,17 @@ def show(run: str, store: Path | None) -> None:
 
 @main.command("report")
 @click.argument("run")
-@_store_option
+@store_option
 @click.option(
     "--to",
     "to_dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Where to write report.md and report.html (default: the run's output folder).",
 )
-def report_cmd(run: str, store: Path | None, to_dir: Path | None) -> None:
+def report_cmd(run: str, store: Path, to_dir: Path | None) -> None:
     """Write a run's Markdown and HTML report (with plots) and print their paths."""
     try:
-        paths = report.write_reports(_run_envelopes(store, run), _store(store), to_dir)
+        paths = report.write_reports(_run_envelopes(store, run), store, to_dir)
     except TlxdbError as e:
         raise click.ClickException(e.message) from None
     for p in paths:
@@ -388,12 +372,12 @@ def report_cmd(run: str, store: Path | None, to_dir: Path | None) -> None:
 
 @main.command()
 @click.argument("run")
-@_store_option
+@store_option
 @click.option("--min-speedup", type=float, help="Re-decide under this minimum speedup.")
 @click.option("--max-cv", type=float, help="Re-decide under this maximum CV.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 def replay(
-    run: str, store: Path | None, min_speedup: float | None, max_cv: float | None, fmt: str
+    run: str, store: Path, min_speedup: float | None, max_cv: float | None, fmt: str
 ) -> None:
     """Rebuild a run from its events and re-decide it, optionally under other thresholds."""
     try:

@@ -19,23 +19,12 @@ import pyarrow as pa
 import importers
 import queries
 from cli.main import main
+from cli.options import open_store, store_option
 from optimizer.identity import normalized_source
-from tlxstore.config import settings
 from tlxstore.errors import TlxdbError
 from tlxstore.export import export_runs
-from tlxstore.store import Store
 
 RUNS_SQL = "runs_listing"
-
-
-def _store_option(f: Any) -> Any:
-    return click.option(
-        "--store",
-        "store",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="The evidence store (default: $TLXDB_STORE, else a per-user data folder).",
-    )(f)
 
 
 def _format_option(f: Any) -> Any:
@@ -47,15 +36,6 @@ def _format_option(f: Any) -> Any:
         show_default=True,
         help="How rows are printed.",
     )(f)
-
-
-def _open(store: Path | None, create: bool) -> Store:
-    path = store if store is not None else settings().store
-    if not create and not path.exists():
-        raise click.ClickException(
-            f"no store at {path}; pass --store, set TLXDB_STORE, or fill one with `tlxdb optimize` or `tlxdb import`"
-        )
-    return Store(path, create=create)
 
 
 def _cell(value: Any) -> str:
@@ -98,12 +78,12 @@ def render(table: pa.Table, fmt: str) -> str:
 
 
 @main.command("runs")
-@_store_option
+@store_option
 @_format_option
-def runs_cmd(store: Path | None, fmt: str) -> None:
+def runs_cmd(store: Path, fmt: str) -> None:
     """The runs in the store, newest first."""
     try:
-        table = queries.query(_open(store, create=False), queries.statement(RUNS_SQL))
+        table = queries.query(open_store(store, create=False), queries.statement(RUNS_SQL))
     except TlxdbError as e:
         raise click.ClickException(e.message) from None
     click.echo(render(table, fmt))
@@ -111,9 +91,9 @@ def runs_cmd(store: Path | None, fmt: str) -> None:
 
 @main.command("query")
 @click.argument("sql")
-@_store_option
+@store_option
 @_format_option
-def query_cmd(sql: str, store: Path | None, fmt: str) -> None:
+def query_cmd(sql: str, store: Path, fmt: str) -> None:
     """Run one read-only SQL SELECT over the store's views.
 
     \b
@@ -122,7 +102,7 @@ def query_cmd(sql: str, store: Path | None, fmt: str) -> None:
     Example: tlxdb query "SELECT candidate_id, median_us FROM case_results LIMIT 5"
     """
     try:
-        table = queries.query(_open(store, create=False), sql)
+        table = queries.query(open_store(store, create=False), sql)
     except TlxdbError as e:
         raise click.ClickException(e.message) from None
     click.echo(render(table, fmt))
@@ -137,11 +117,11 @@ def query_cmd(sql: str, store: Path | None, fmt: str) -> None:
     type=click.Path(path_type=Path),
     help="A new folder for the export.",
 )
-@_store_option
-def export_cmd(runs: tuple[str, ...], to_dir: Path, store: Path | None) -> None:
+@store_option
+def export_cmd(runs: tuple[str, ...], to_dir: Path, store: Path) -> None:
     """Export runs (ids, unique prefixes or output folders) as Parquet plus a manifest."""
     try:
-        manifest = export_runs(_open(store, create=False), runs, to_dir)
+        manifest = export_runs(open_store(store, create=False), runs, to_dir)
     except TlxdbError as e:
         raise click.ClickException(e.message) from None
     rows = manifest.files["events.parquet"].rows
@@ -150,12 +130,12 @@ def export_cmd(runs: tuple[str, ...], to_dir: Path, store: Path | None) -> None:
 
 @main.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@_store_option
-def import_cmd(paths: tuple[Path, ...], store: Path | None) -> None:
+@store_option
+def import_cmd(paths: tuple[Path, ...], store: Path) -> None:
     """Import tlxdb exports, tlxdb output folders and TLX agent output folders (idempotent)."""
     try:
         report = importers.import_paths(
-            _open(store, create=True), paths, normalize=normalized_source
+            open_store(store, create=True), paths, normalize=normalized_source
         )
     except TlxdbError as e:
         raise click.ClickException(e.message) from None
