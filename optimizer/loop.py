@@ -50,6 +50,7 @@ from tlxstore.events import (
     Outcome,
     Phase,
     RunFinished,
+    SearchEnded,
     SourceStored,
     StoppingReason,
     Thresholds,
@@ -73,6 +74,7 @@ class Step(Enum):
     PROPOSE = "propose"
     EVALUATE = "evaluate"
     RETRY = "retry"  # an evaluation cut off by a crash of tlxdb: record it, evaluate again
+    END_SEARCH = "end_search"  # record why no more candidates are proposed
     REVALIDATE = "revalidate"
     COMMIT = "commit"
     FINISH = "finish"
@@ -118,6 +120,8 @@ def next_slot(state: RunState, per_round: int) -> tuple[int, int]:
 
 
 def stop_reason(state: RunState, t: Thresholds, budget: Budget) -> StoppingReason | None:
+    if state.search_ended is not None:
+        return state.search_ended.reason
     if budget.exhausted is not None:
         return StoppingReason.SEARCH_EXHAUSTED
     if budget.provider_failures >= MAX_PROVIDER_FAILURES:
@@ -126,8 +130,6 @@ def stop_reason(state: RunState, t: Thresholds, budget: Budget) -> StoppingReaso
         return StoppingReason.MAX_ROUNDS
     if budget.elapsed_s >= t.max_total_seconds:
         return StoppingReason.MAX_TOTAL_SECONDS
-    if state.revalidations:  # the search had ended before a crash; the provider said so
-        return StoppingReason.SEARCH_EXHAUSTED
     return None
 
 
@@ -144,6 +146,8 @@ def plan(state: RunState, t: Thresholds, budget: Budget) -> Next:
     if reason is None:
         r, i = next_slot(state, t.candidates_per_round)
         return Next(Step.PROPOSE, round=r, index=i)
+    if state.search_ended is None:
+        return Next(Step.END_SEARCH, reason=reason)
     finalist = state.incumbent_id
     if finalist not in (None, BASELINE_ID) and not any(
         v.candidate_id == finalist for v in state.revalidations
@@ -271,6 +275,7 @@ class Run:
             Step.PROPOSE: self._propose,
             Step.EVALUATE: self._evaluate,
             Step.RETRY: self._retry,
+            Step.END_SEARCH: self._end_search,
             Step.REVALIDATE: self._revalidate,
             Step.COMMIT: self._commit,
             Step.FINISH: self._finish,
@@ -549,12 +554,17 @@ class Run:
         self.s.frozen.check()
         self.append(self.s.commit(self.state, nxt.candidate_id))
 
+    def _end_search(self, nxt: Next) -> None:
+        assert nxt.reason is not None
+        self.append(SearchEnded(reason=nxt.reason, detail=self._exhausted or ""))
+
     def _finish(self, nxt: Next) -> None:
         self.s.frozen.check()
         win = winner(self.state)
         rev = next((r for r in self.state.revalidations if r.candidate_id == win), None)
         last_rev = self.state.revalidations[-1] if self.state.revalidations else None
-        detail = self._exhausted or (last_rev.reason if last_rev and not last_rev.survived else "")
+        ended = self.state.search_ended.detail if self.state.search_ended else ""
+        detail = ended or (last_rev.reason if last_rev and not last_rev.survived else "")
         if win is None and not self.state.revalidations:
             detail = detail or "no candidate beat the baseline"
         assert nxt.reason is not None

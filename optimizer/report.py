@@ -34,6 +34,7 @@ from tlxstore.events import (
     ProfileCollected,
     RunFinished,
     RunStarted,
+    SearchEnded,
 )
 from tlxstore.fold import CandidateState, RunState, fold
 
@@ -141,6 +142,8 @@ def describe(env: Envelope, state: RunState) -> str | None:
                 f"model exchange {e.exchange_id} ({e.model or e.provider}, {e.latency_ms:.0f} ms{tokens})"
                 + (f": error {e.error}" if e.error else "")
             )
+        case SearchEnded():
+            return f"search ended: {e.reason.value}{' — ' + _one(e.detail) if e.detail else ''}"
         case RunFinished():
             win = f", winner {e.winner_id} at {e.speedup:.3f}x" if e.winner_id and e.speedup else ""
             return (

@@ -343,6 +343,15 @@ class CommitAttempted(Event):
     reverified: bool | None = None  # None: the merged source was the winner itself, no re-verify
 
 
+class SearchEnded(Event):
+    """The run stopped proposing candidates, and why; what follows is revalidation, the commit
+    and the finish. Recorded so that a resumed run neither proposes again nor forgets why."""
+
+    type: Literal["SearchEnded"] = "SearchEnded"
+    reason: StoppingReason
+    detail: str = ""  # e.g. the provider's word that nothing promising is left
+
+
 class RunFinished(Event):
     type: Literal["RunFinished"] = "RunFinished"
     stopping_reason: StoppingReason
@@ -369,6 +378,7 @@ AnyEvent = Annotated[
     | ExclusionRecorded
     | FinalistRevalidated
     | CommitAttempted
+    | SearchEnded
     | RunFinished,
     Field(discriminator="type"),
 ]
@@ -392,6 +402,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ExclusionRecorded,
         FinalistRevalidated,
         CommitAttempted,
+        SearchEnded,
         RunFinished,
     )
 }

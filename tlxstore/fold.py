@@ -28,6 +28,7 @@ from tlxstore.events import (
     ProfileCollected,
     RunFinished,
     RunStarted,
+    SearchEnded,
     SourceStored,
 )
 
@@ -75,6 +76,7 @@ class RunState:
     )  # not tied to a candidate
     revalidations: list[FinalistRevalidated] = field(default_factory=list)
     commits: list[CommitAttempted] = field(default_factory=list)
+    search_ended: SearchEnded | None = None
     finished: RunFinished | None = None
     last_seq: int = -1
 
@@ -141,6 +143,8 @@ class RunState:
                 self.revalidations.append(e)
             case CommitAttempted():
                 self.commits.append(e)
+            case SearchEnded():
+                self.search_ended = e
             case RunFinished():
                 self.finished = e
         return self

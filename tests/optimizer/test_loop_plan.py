@@ -13,6 +13,7 @@ from tlxstore.events import (
     InfrastructureFailed,
     Outcome,
     RunFinished,
+    SearchEnded,
     StoppingReason,
     Thresholds,
 )
@@ -101,6 +102,10 @@ def test_rounds_exhausted_with_a_promoted_finalist_revalidates_then_finishes():
         events += [_proposed(f"c00{i + 1}", r), _decided(f"c00{i + 1}", outcome)]
     state, _ = _fold(*events)
     nxt = plan(state, T, Budget())
+    assert (nxt.step, nxt.reason) == (Step.END_SEARCH, StoppingReason.MAX_ROUNDS)
+    events.append(SearchEnded(reason=StoppingReason.MAX_ROUNDS))
+    state, _ = _fold(*events)
+    nxt = plan(state, T, Budget())
     assert (nxt.step, nxt.candidate_id, nxt.reason) == (
         Step.REVALIDATE,
         "c001",
@@ -127,6 +132,15 @@ def test_the_provider_saying_exhausted_or_failing_three_times_stops_the_search()
     )
     assert plan(state, T, Budget(provider_failures=3)).reason == StoppingReason.PROVIDER_FAILED
     assert plan(state, T, Budget(elapsed_s=3600)).reason == StoppingReason.MAX_TOTAL_SECONDS
+
+
+def test_an_ended_search_stays_ended_with_its_reason_whatever_the_budget_says_after_a_resume():
+    # The provider said "exhausted" (or time ran out) before a crash; the resumed run has a fresh
+    # provider and clock, but the recorded end of the search decides.
+    ended = SearchEnded(reason=StoppingReason.MAX_TOTAL_SECONDS, detail="time is up")
+    state, _ = _fold(*BASE, ended)
+    nxt = plan(state, T, Budget(elapsed_s=0.0))
+    assert (nxt.step, nxt.reason) == (Step.FINISH, StoppingReason.MAX_TOTAL_SECONDS)
 
 
 def test_provider_failures_count_since_the_last_proposal():
