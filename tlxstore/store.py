@@ -6,7 +6,9 @@ Invariants:
   SequenceConflictError. Per-run sequence numbers in the store are dense from 0.
 - One ingest is one DuckDB transaction: its events and every projection row derived from them
   appear together or not at all (a writer killed mid-ingest leaves nothing of that batch).
-- Rows are appended as Arrow tables, one INSERT per table per batch, never row by row.
+- A batch enters as one Arrow table of records (payload as JSON text, serialized once per event);
+  one INSERT per table per batch derives every projection from it, never row by row.
+- A call leaves no WAL behind: COMMIT checkpoints (see Store._new_instance).
 - Every call attaches the file only while holding `<store>.lock` (exclusive to write, shared to
   read) and detaches it before releasing, so several tlxdb processes share one file and no
   DuckDB lock error reaches a user; a store stuck locked past the timeout raises StoreBusyError.
@@ -41,7 +43,7 @@ from tlxstore.errors import (
     StoreTooNewError,
     UnknownRunError,
 )
-from tlxstore.events import BenchmarkSampled, Envelope
+from tlxstore.events import Envelope
 from tlxstore.locking import store_lock
 from tlxstore.runlog import log_path, read_envelopes
 
@@ -90,77 +92,47 @@ _INCOMING = pa.schema(
 )
 
 
-def incoming_tables(envs: Sequence[Envelope]) -> tuple[pa.Table, pa.Table]:
-    """A batch as Arrow tables: its benchmark samples one row per sample, and its records
-    (payload as JSON text, per codec.payload_json). An event given twice is kept once; the same
-    id with two bodies raises EventConflictError. One pass, no per-field Python work."""
-    cols: dict[str, list[Any]] = {name: [] for name in _INCOMING.names}
-    event_id, run_id, seq = cols["event_id"], cols["run_id"], cols["seq"]
-    recorded_at, type_, version, payload = (
-        cols["recorded_at"],
-        cols["type"],
-        cols["schema_version"],
-        cols["payload"],
+def incoming_table(envs: Sequence[Envelope]) -> pa.Table:
+    """A batch as one Arrow table of records (payload as JSON text, per codec.payload_bytes: the
+    bytes pydantic writes, without `type`). Column by column, one pydantic serialization per
+    event and no other per-field Python work; the projections (benchmark samples included) are
+    computed from the payloads in SQL. An event given twice is kept once; the same id with two
+    bodies raises EventConflictError."""
+    ids = [env.event_id for env in envs]
+    if len(set(ids)) != len(ids):
+        envs = _distinct(envs)
+        ids = [env.event_id for env in envs]
+    events = [env.event for env in envs]
+    payload = codec.payload_bytes
+    return pa.table(
+        [
+            pa.array(ids, pa.string()),
+            pa.array([env.run_id for env in envs], pa.string()),
+            pa.array([env.seq for env in envs], pa.int64()),
+            pa.array([env.recorded_at for env in envs], _TS),
+            pa.array([ev.type for ev in events], pa.string()),
+            pa.array([ev.SCHEMA_VERSION for ev in events], pa.int32()),
+            pa.array([payload(ev) for ev in events], pa.string()),
+        ],
+        schema=_INCOMING,
     )
-    seen: dict[str, int] = {}
-    kept: list[Envelope] = []
+
+
+def _distinct(envs: Sequence[Envelope]) -> list[Envelope]:
+    """The batch with each event id once (the first); the same id with two bodies is refused."""
+    first: dict[str, Envelope] = {}
     for env in envs:
-        ev = env.event
-        body = codec.payload_json(ev)
-        j = seen.get(env.event_id)
-        if j is not None:
-            if (run_id[j], seq[j], recorded_at[j], payload[j]) != (
-                env.run_id,
-                env.seq,
-                env.recorded_at,
-                body,
-            ):
-                raise EventConflictError(
-                    f"event {env.event_id} appears twice in one batch with different bodies"
-                )
-            continue
-        seen[env.event_id] = len(event_id)
-        kept.append(env)
-        event_id.append(env.event_id)
-        run_id.append(env.run_id)
-        seq.append(env.seq)
-        recorded_at.append(env.recorded_at)
-        type_.append(ev.type)
-        version.append(ev.SCHEMA_VERSION)
-        payload.append(body)
-    return _samples_table(kept), pa.table(cols, schema=_INCOMING)
-
-
-_SAMPLES = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("candidate_id", pa.string()),
-        ("case_id", pa.string()),
-        ("phase", pa.string()),
-        ("block", pa.int32()),
-        ("sample_index", pa.int32()),
-        ("sample_us", pa.float64()),
-        ("event_seq", pa.int64()),
-    ]
-)
-
-
-def _samples_table(envs: Sequence[Envelope]) -> pa.Table:
-    """One row per benchmark sample (flattened here: cheaper than unnesting JSON in SQL)."""
-    cols: dict[str, list[Any]] = {name: [] for name in _SAMPLES.names}
-    for env in envs:
-        e = env.event
-        if isinstance(e, BenchmarkSampled):
-            n = len(e.samples_us)
-            cols["run_id"] += [env.run_id] * n
-            cols["candidate_id"] += [e.candidate_id] * n
-            cols["case_id"] += [e.case_id] * n
-            cols["phase"] += [e.phase.value] * n
-            cols["block"] += [e.block] * n
-            cols["sample_index"] += range(n)
-            cols["sample_us"] += e.samples_us
-            cols["event_seq"] += [env.seq] * n
-    return pa.table(cols, schema=_SAMPLES)
+        seen = first.setdefault(env.event_id, env)
+        if seen is not env and (
+            seen.run_id,
+            seen.seq,
+            seen.recorded_at,
+            codec.payload_bytes(seen.event),
+        ) != (env.run_id, env.seq, env.recorded_at, codec.payload_bytes(env.event)):
+            raise EventConflictError(
+                f"event {env.event_id} appears twice in one batch with different bodies"
+            )
+    return list(first.values())
 
 
 # --------------------------------------------------------------------------------------------
@@ -236,16 +208,25 @@ class Store:
                         ).fetchall()
                     ):
                         con.execute(f'DROP {kind} IF EXISTS temp."{name}"')
-                    for name in ("incoming", "incoming_samples"):
-                        con.unregister(name)
+                    con.unregister("incoming")
                 except duckdb.Error:
                     con.close()  # never reuse an instance in doubt
                     self._instance = None
 
     def _new_instance(self) -> duckdb.DuckDBPyConnection:
-        """The in-memory DuckDB instance the store is attached to (a backend may load extensions)."""
+        """The in-memory DuckDB instance the store is attached to (a backend may load extensions).
+
+        Checkpoint policy: every COMMIT checkpoints (a WAL threshold of 0), and DETACH does not.
+        A batch larger than DuckDB's skip-WAL estimate is then written straight into the file at
+        COMMIT instead of into the WAL and again at DETACH; a small one goes through the WAL and
+        is checkpointed at once. Either way no WAL outlives a call, so an ATTACH (a reader's, or
+        the next writer's) never replays one: replaying a WAL costs more than it saves (measured
+        in docs/STORE.md). A WAL left by a killed writer is replayed by the next ATTACH and
+        checkpointed by the next COMMIT."""
         con = duckdb.connect()
         con.execute(store_sql("macros"))
+        con.execute("PRAGMA disable_checkpoint_on_shutdown")
+        con.execute("SET wal_autocheckpoint = '0KB'")
         return con
 
     def _attach_statement(self, write: bool) -> str:
@@ -330,11 +311,11 @@ class Store:
         envs = list(envelopes)
         if not envs:
             return 0
-        samples, incoming = incoming_tables(envs)
+        incoming = incoming_table(envs)
         with self._connect(write=True) as con:
             con.execute("BEGIN")
             try:
-                added = self._ingest_locked(con, incoming, samples)
+                added = self._ingest_locked(con, incoming)
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
@@ -370,46 +351,35 @@ class Store:
         return self.ingest(read_envelopes(path))
 
     @staticmethod
-    def _ingest_locked(
-        con: duckdb.DuckDBPyConnection, incoming: pa.Table, samples: pa.Table
-    ) -> int:
+    def _ingest_locked(con: duckdb.DuckDBPyConnection, incoming: pa.Table) -> int:
         con.register("incoming", incoming)
-        con.register("incoming_samples", samples)
-        behind = [
-            r[0]
-            for r in con.execute(
-                "SELECT i.run_id FROM (SELECT run_id, min(seq) AS lo FROM incoming GROUP BY run_id) i "
-                "JOIN run_heads h ON h.run_id = i.run_id WHERE i.lo < h.next_seq"
-            ).fetchall()
-        ]
-        if not behind:  # every event is past its run's head: nothing of the batch can be stored yet
-            con.execute("CREATE OR REPLACE TEMPORARY VIEW fresh AS SELECT * FROM incoming")
-            con.execute(
-                "CREATE OR REPLACE TEMPORARY VIEW fresh_samples AS SELECT * FROM incoming_samples"
-            )
-            return Store._append_fresh(con)
-        con.execute(store_sql("ingest_stage"), {"behind": behind})
-        clashes = con.execute(store_sql("ingest_clashes")).fetchall()
-        for run_id, seq, new_id, stored_id, stored, offered in clashes:
-            if new_id != stored_id:
-                raise SequenceConflictError(
-                    f"run {run_id} seq {seq} is already event {stored_id}, not {new_id}: two logs claim one run"
-                )
-            # written by another tlxdb version? the same event once both are upcast
-            if _record(stored) != _record(offered):
-                raise EventConflictError(
-                    f"event {new_id} (run {run_id} seq {seq}) is already stored with a different body"
-                )
-        con.execute(store_sql("ingest_fresh"))  # a copy without the events already stored
-        return Store._append_fresh(con)
+        con.execute("CREATE OR REPLACE TEMPORARY VIEW fresh AS SELECT * FROM incoming")
+        runs = con.execute(store_sql("ingest_checks")).fetchall()
+        behind = [run_id for run_id, lo, *_, next_seq in runs if lo < next_seq]
+        if behind:  # some events may be stored already: keep only the ones that are not
+            con.execute("DROP VIEW fresh")
+            con.execute(store_sql("ingest_stage"), {"behind": behind})
+            clashes = con.execute(store_sql("ingest_clashes")).fetchall()
+            for run_id, seq, new_id, stored_id, stored, offered in clashes:
+                if new_id != stored_id:
+                    raise SequenceConflictError(
+                        f"run {run_id} seq {seq} is already event {stored_id}, not {new_id}: two logs claim one run"
+                    )
+                # written by another tlxdb version? the same event once both are upcast
+                if _record(stored) != _record(offered):
+                    raise EventConflictError(
+                        f"event {new_id} (run {run_id} seq {seq}) is already stored with a different body"
+                    )
+            con.execute(store_sql("ingest_fresh"))  # a copy without the events already stored
+            runs = con.execute(store_sql("ingest_checks")).fetchall()
+        return Store._append_fresh(con, runs)
 
     @staticmethod
-    def _append_fresh(con: duckdb.DuckDBPyConnection) -> int:
-        """Check the sequence of the fresh events and append them with their projections."""
+    def _append_fresh(con: duckdb.DuckDBPyConnection, runs: list[tuple[Any, ...]]) -> int:
+        """Check the sequence of the fresh events (`runs`: ingest_checks over them) and append
+        them with their projections."""
         added = 0
-        for run_id, lo, hi, n, distinct, next_seq in con.execute(
-            store_sql("ingest_checks")
-        ).fetchall():
+        for run_id, lo, hi, n, distinct, next_seq in runs:
             if distinct != n:
                 raise SequenceConflictError(
                     f"run {run_id}: one batch holds two events with the same seq"

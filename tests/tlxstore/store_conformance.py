@@ -3,11 +3,15 @@ defines `make_store(tmp_path)`; that is all."""
 
 from __future__ import annotations
 
+import math
+import random
+import struct
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from tlxstore import codec
 from tlxstore.errors import (
     EventConflictError,
     QueryError,
@@ -147,6 +151,37 @@ class StoreConformance:
             {"sample_index": 1, "sample_us": 1.0},
             {"sample_index": 2, "sample_us": 2.0},
         ]
+
+    def test_samples_flattened_from_the_json_keep_every_bit_and_their_order(self, store):
+        rng = random.Random(11)
+        tricky = [0.1, 1e-7, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 1e16, 123.456]
+        drawn = [
+            v
+            for v in (
+                struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]
+                for _ in range(400)
+            )
+            if math.isfinite(v)
+        ]
+        values = tricky + drawn + [-v for v in tricky]
+        store.ingest(
+            envelopes("r1", [BenchmarkSampled(candidate_id="c1", case_id="a", samples_us=values)])
+        )
+        rows = store.query(
+            "SELECT sample_index, sample_us FROM proj_samples ORDER BY sample_index"
+        ).to_pylist()
+        assert [r["sample_index"] for r in rows] == list(range(len(values)))
+        assert [struct.pack("<d", r["sample_us"]) for r in rows] == [
+            struct.pack("<d", v) for v in values
+        ]
+
+    def test_the_stored_payload_is_the_codecs_json_of_the_event(self, store):
+        envs = envelopes("r1", small_run(2))
+        store.ingest(envs)
+        stored = (
+            store.query("SELECT payload FROM events ORDER BY seq").column("payload").to_pylist()
+        )
+        assert stored == [codec.payload_json(e.event) for e in envs]
 
     def test_a_source_is_stored_once_across_runs(self, store):
         store.ingest(envelopes("r1", small_run(2, tag="same")))

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -14,9 +15,10 @@ import pytest
 from store_conformance import envelopes
 
 from tlxstore.errors import StoreBusyError, StoreError, StoreTooNewError
+from tlxstore.events import Envelope
 from tlxstore.locking import lock_path
 from tlxstore.store import STORE_SCHEMA_VERSION, Store
-from tlxstore.testing import small_run
+from tlxstore.testing import candidate_events, run_started, small_run
 
 
 def test_a_new_store_records_its_schema_version(store_path):
@@ -131,3 +133,57 @@ def test_a_foreign_program_holding_the_file_is_waited_for(store_path):
     assert holder.stdout.readline().strip() == "held"
     assert store.ingest(envelopes("r1", small_run(1))) == len(small_run(1))
     holder.wait(timeout=10)
+
+
+def _wal(store_path: Path) -> Path:
+    return store_path.with_name(store_path.name + ".wal")
+
+
+def _candidates(run_id: str, n: int) -> list:
+    events = [run_started()]
+    for i in range(n):
+        events += candidate_events(f"c{i:04d}", f"def k(): return {i}  # {run_id}", samples=10)
+    now = datetime.now(UTC)
+    return [
+        Envelope(event_id=f"{run_id}-{i}", run_id=run_id, seq=i, recorded_at=now, event=e)
+        for i, e in enumerate(events)
+    ]
+
+
+def test_no_wal_outlives_an_ingest_small_or_large(store_path):
+    store = Store(store_path)
+    store.ingest(envelopes("small", small_run(1)))
+    assert not _wal(store_path).exists()
+    large = _candidates("large", 300)  # a few MB: written straight into the file at COMMIT
+    assert store.ingest(large) == len(large)
+    assert not _wal(store_path).exists()
+    assert store.event_count() == len(small_run(1)) + len(large)
+
+
+class _NeverCheckpoints(Store):
+    """A writer that commits to the WAL and dies before any checkpoint (as a kill -9 would)."""
+
+    def _new_instance(self):
+        con = super()._new_instance()
+        con.execute("SET wal_autocheckpoint = '1GB'")
+        con.execute("SET auto_checkpoint_skip_wal_threshold = 1000000000")
+        return con
+
+
+def test_a_store_left_with_a_large_wal_is_read_whole_and_checkpointed_by_the_next_write(
+    store_path,
+):
+    Store(store_path).close()
+    left = _candidates("left", 300)
+    _NeverCheckpoints(store_path).ingest(left)
+    assert _wal(store_path).stat().st_size > 1_000_000
+    reader = Store(store_path)
+    assert reader.run_envelopes("left") == left  # a read-only attach replays it
+    assert _wal(store_path).exists()  # and leaves it alone
+    more = envelopes("more", small_run(1))
+    assert Store(store_path).ingest(more) == len(more)
+    assert not _wal(store_path).exists()
+    con = duckdb.connect(str(store_path), read_only=True)  # the file alone holds everything
+    assert con.execute("SELECT count(*) FROM events").fetchone() == (len(left) + len(more),)
+    con.close()
+    assert reader.run_envelopes("left") == left

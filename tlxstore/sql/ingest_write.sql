@@ -46,8 +46,14 @@ FROM (
 ) d
 LEFT JOIN proj_candidates c ON c.cand_key = d.k AND c.run_id = d.run_id AND c.candidate_id = d.p.candidate_id;
 
--- the samples were flattened by the caller (the view fresh_samples)
-INSERT INTO proj_samples SELECT * FROM fresh_samples;
+-- one row per sample: the list and its positions unnested side by side
+INSERT INTO proj_samples
+SELECT run_id, p.candidate_id, p.case_id, p.phase, p.block, unnest(range(len(p.samples_us))), unnest(p.samples_us), seq
+FROM (
+    SELECT run_id, seq, from_json(payload, '{"candidate_id": "VARCHAR", "case_id": "VARCHAR", "phase": "VARCHAR",
+        "block": "INTEGER", "samples_us": "DOUBLE[]"}') AS p
+    FROM fresh WHERE type = 'BenchmarkSampled'
+);
 
 INSERT INTO proj_sources
 SELECT DISTINCT ON (n.p.source_hash) n.p.source_hash, n.p.normalized_hash, n.p.text, n.p.size_bytes, n.k
