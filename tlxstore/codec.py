@@ -12,15 +12,16 @@ tlxdb's (SchemaTooNewError), upcasts older versions (upcasting.py), and validate
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
+import pydantic_core
+from pydantic import TypeAdapter, ValidationError
 
 from tlxstore.errors import EventValidationError, SchemaTooNewError, UnknownEventTypeError
-from tlxstore.events import EVENT_TYPES, Envelope, Event
+from tlxstore.events import EVENT_TYPES, AnyEvent, Envelope, Event
 from tlxstore.upcasting import RELEASED, Upcasters
 
 RECORD_KEYS = ("event_id", "run_id", "seq", "recorded_at", "type", "schema_version", "payload")
@@ -157,6 +158,17 @@ def to_json(record: Mapping[str, Any]) -> str:
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def to_json_bytes(record: Mapping[str, Any]) -> bytes:
+    """to_json as UTF-8 bytes, written by pydantic-core (one Rust call, not Python's encoder).
+    Non-finite numbers come out as bare NaN/Infinity tokens; only when those letters appear at
+    all (in a string they are harmless) is the record re-encoded by to_json, which refuses a real
+    NaN or infinity with ValueError."""
+    raw = pydantic_core.to_json(record, inf_nan_mode="constants")
+    if b"NaN" in raw or b"Infinity" in raw:
+        return to_json(record).encode()
+    return raw
+
+
 def payload_json(event: Event) -> str:
     """The payload as the store and Parquet keep it: JSON text, fields in declaration order."""
     return payload_bytes(event).decode()
@@ -194,3 +206,24 @@ def checked_payload(event: Event) -> tuple[Event, dict[str, Any]]:
         ) from None
     del data["type"]
     return checked, data
+
+
+_BATCH: TypeAdapter[list[Event]] = TypeAdapter(list[AnyEvent])
+
+
+def checked_payloads(events: Sequence[Event]) -> list[tuple[Event, dict[str, Any]]]:
+    """checked_payload for a batch: the events re-validated in one call, with their payloads
+    (JSON-able, without `type`). Non-finite numbers are NOT checked here: to_json refuses them
+    (ValueError), and a caller that writes the payloads must turn that into EventValidationError
+    before writing anything (as RunLog.append does). A batch that does not validate raises the
+    message checked_payload gives for its first invalid event."""
+    data = [e.model_dump(mode="json", warnings=False) for e in events]
+    try:
+        checked = _BATCH.validate_python(data)
+    except ValidationError:
+        for event in events:
+            checked_payload(event)  # raises with the event's own message
+        raise  # pragma: no cover - the batch and the events validate alike
+    for d in data:
+        del d["type"]
+    return list(zip(checked, data, strict=True))

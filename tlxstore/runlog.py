@@ -4,7 +4,9 @@ Invariants:
 - One JSON object per line, in the record form of tlxstore.codec, plus `"batch_last"`: the seq of
   the last event of the batch the line was written in.
 - `append` is atomic per batch and durable on return: the batch is validated first (bad input never
-  enters), written with one write, flushed and fsynced. Sequence numbers are dense per run,
+  enters: pydantic re-validates the whole batch in one call, and a non-finite number refuses the
+  batch while its lines are built, before anything is written), written with one write, flushed
+  and fsynced. Sequence numbers are dense per run,
   starting at 0; `expected_seq` that is not the log's next seq raises SequenceConflictError.
 - Reading ignores a torn tail (a batch whose last line never made it, including a line without its
   newline): that batch was never acknowledged. Anything wrong before the tail raises
@@ -192,7 +194,7 @@ class RunLog:
         self, events: Sequence[Event] | Iterable[Event], expected_seq: int | None = None
     ) -> list[Envelope]:
         """Validate, write, flush and fsync one batch; durable on return. Returns its envelopes."""
-        checked = [codec.checked_payload(e) for e in events]
+        checked = codec.checked_payloads(list(events))
         if not checked:
             return []
         fd = os.open(self.path, os.O_RDWR)
@@ -224,8 +226,15 @@ class RunLog:
                     event=event,
                 )
                 envs.append(env)
-                lines.append(codec.to_json({**codec.record(env, payload), "batch_last": last}))
-            blob = ("\n".join(lines) + "\n").encode("utf-8")
+                try:
+                    lines.append(
+                        codec.to_json_bytes({**codec.record(env, payload), "batch_last": last})
+                    )
+                except ValueError:  # NaN or infinity: nothing of the batch is written
+                    raise EventValidationError(
+                        f"{event.type} holds a non-finite number (NaN or infinity)"
+                    ) from None
+            blob = b"\n".join(lines) + b"\n"
             view = memoryview(blob)
             os.lseek(fd, size, os.SEEK_SET)
             while view:

@@ -178,3 +178,19 @@ def test_acknowledged_batch_survives_kill_of_the_writer(tmp_path):
     proc.wait()
     envs = read_envelopes(tmp_path)
     assert len(envs) >= acked and len(envs) % 3 == 0
+
+
+def test_a_batch_validated_at_once_still_names_its_invalid_event_and_writes_nothing(tmp_path):
+    log = RunLog.create(tmp_path, "r1")
+    log.append([_sample(0)])
+    before = (tmp_path / "events.jsonl").read_bytes()
+    bypass = BenchmarkSampled.model_construct(
+        candidate_id="c1", case_id="a", samples_us="many", type="BenchmarkSampled"
+    )
+    with pytest.raises(EventValidationError, match=r"BenchmarkSampled is invalid: samples_us"):
+        log.append([_sample(1), bypass, _sample(2)])
+    nan = BenchmarkSampled(candidate_id="c1", case_id="a", samples_us=[1.0, float("nan")])
+    with pytest.raises(EventValidationError, match="BenchmarkSampled holds a non-finite number"):
+        log.append([_sample(1), _sample(2), nan])
+    assert (tmp_path / "events.jsonl").read_bytes() == before
+    assert [e.seq for e in log.append([_sample(1)])] == [1]

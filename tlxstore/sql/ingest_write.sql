@@ -56,16 +56,19 @@ FROM (
 );
 
 INSERT INTO proj_sources
-SELECT DISTINCT ON (n.p.source_hash) n.p.source_hash, n.p.normalized_hash, n.p.text, n.p.size_bytes, n.k
-FROM (
+WITH n AS (
     SELECT p, tlx_key(p.source_hash) AS k
     FROM (
         SELECT from_json(payload, '{"source_hash": "VARCHAR", "normalized_hash": "VARCHAR", "text": "VARCHAR",
             "size_bytes": "BIGINT"}') AS p
         FROM fresh WHERE type = 'SourceStored'
     )
-) n
-WHERE NOT EXISTS (SELECT 1 FROM proj_sources s WHERE s.source_key = n.k AND s.source_hash = n.p.source_hash);
+),
+-- stored sources that may be the same: their keys matched first, the hashes read only for those
+known AS MATERIALIZED (SELECT source_key, source_hash FROM proj_sources WHERE source_key IN (SELECT k FROM n))
+SELECT DISTINCT ON (n.p.source_hash) n.p.source_hash, n.p.normalized_hash, n.p.text, n.p.size_bytes, n.k
+FROM n
+WHERE NOT EXISTS (SELECT 1 FROM known s WHERE s.source_key = n.k AND s.source_hash = n.p.source_hash);
 
 INSERT INTO proj_exclusions
 SELECT
