@@ -187,3 +187,19 @@ def test_a_store_left_with_a_large_wal_is_read_whole_and_checkpointed_by_the_nex
     assert con.execute("SELECT count(*) FROM events").fetchone() == (len(left) + len(more),)
     con.close()
     assert reader.run_envelopes("left") == left
+
+
+def test_an_ingest_reports_where_its_time_went(store_path):
+    store = Store(store_path)
+    assert store.last_ingest is None
+    batch = _candidates("timed", 20)
+    t0 = time.perf_counter()
+    store.ingest(batch)
+    wall_ms = (time.perf_counter() - t0) * 1e3
+    timings = store.last_ingest
+    assert (timings.events, timings.added) == (len(batch), len(batch))
+    parts = (timings.table_ms, timings.lock_attach_ms, timings.sql_ms, timings.commit_ms)
+    assert all(p > 0 for p in parts) and timings.release_ms >= 0
+    assert timings.total_ms <= wall_ms
+    store.ingest(batch)
+    assert (store.last_ingest.events, store.last_ingest.added) == (len(batch), 0)
