@@ -129,7 +129,7 @@ def measure_config(
     return out
 
 
-def _median_us(fn: Any, *args: Any) -> float:
+def median_us(fn: Any, *args: Any) -> float:
     import triton
 
     return triton.testing.do_bench(functools.partial(fn, *args), return_mode="median") * 1e3
@@ -150,15 +150,15 @@ def references(example: str, cases: list[dict], on_gpu: bool) -> dict[str, Any]:
         if example == "matmul":
             a = torch.randn(p["M"], p["K"], device="cuda", dtype=dtype)
             b = torch.randn(p["K"], p["N"], device="cuda", dtype=dtype)
-            row["torch_us"] = _median_us(torch.matmul, a, b)
+            row["torch_us"] = median_us(torch.matmul, a, b)
         else:
             x = torch.randn(p["n_rows"], p["n_cols"], device="cuda", dtype=dtype)
-            row["copy_us"] = _median_us(torch.Tensor.copy_, torch.empty_like(x), x)
+            row["copy_us"] = median_us(torch.Tensor.copy_, torch.empty_like(x), x)
             if example == "softmax":
-                row["torch_us"] = _median_us(torch.softmax, x, -1)
+                row["torch_us"] = median_us(torch.softmax, x, -1)
             else:
                 w = torch.ones(p["n_cols"], device="cuda", dtype=dtype)
-                row["torch_us"] = _median_us(F.rms_norm, x, (p["n_cols"],), w, 1e-6)
+                row["torch_us"] = median_us(F.rms_norm, x, (p["n_cols"],), w, 1e-6)
         out[case["case_id"]] = row
     return out
 
@@ -251,6 +251,18 @@ def environment() -> dict[str, Any]:
     return env
 
 
+def target_problem(script: str, target: str) -> str | None:
+    """Why this machine cannot run `target` (hopper: a CUDA device; host: the interpreter)."""
+    if target == "hopper":
+        import torch
+
+        if not torch.cuda.is_available():
+            return f"{script}: no CUDA device; use --target host on a CPU"
+    elif os.environ.get("TRITON_INTERPRET") != "1":
+        return f"{script}: --target host needs TRITON_INTERPRET=1 in the environment"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, type=Path, help="folder for the JSON results")
@@ -260,17 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a few configurations per example")
     args = ap.parse_args(argv)
     on_gpu = args.target == "hopper"
-    if on_gpu:
-        import torch
-
-        if not torch.cuda.is_available():
-            print("hopper_sweep: no CUDA device; use --target host on a CPU", file=sys.stderr)
-            return 1
-    elif os.environ.get("TRITON_INTERPRET") != "1":
-        print(
-            "hopper_sweep: --target host needs TRITON_INTERPRET=1 in the environment",
-            file=sys.stderr,
-        )
+    problem = target_problem("hopper_sweep", args.target)
+    if problem:
+        print(problem, file=sys.stderr)
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"environment": environment(), "examples": {}}

@@ -375,10 +375,16 @@ class TuneProvider:
                     # the center was reached from behind, and it was better: double the stride
                     step, kind = min(room, 2 * abs(came - i)), 1
                 else:
-                    # a fresh direction: half the room, at most x4; a tl.dot tile steps x2
+                    # a fresh direction: half the room, at most x4; stages step by one, and in
+                    # a tl.dot kernel tiles and warps step x2 (they interact: a x4 jump
+                    # overshoots the optimum)
                     info = space.kernels.get(knobs[n].kernel)
-                    tile = knobs[n].role == KnobRole.BLOCK and info is not None and info.uses_dot
-                    step, kind = max(1, min(1 if tile else 2, math.ceil(room / 2))), 1
+                    fine = knobs[n].role == KnobRole.STAGES or (
+                        knobs[n].role in (KnobRole.BLOCK, KnobRole.WARPS)
+                        and info is not None
+                        and info.uses_dot
+                    )
+                    step, kind = max(1, min(1 if fine else 2, math.ceil(room / 2))), 1
                 for s in range(step, 0, -1):  # shrink until the constraints hold
                     config = {**center, n: dom[i + d * s]}
                     if _key(config) in by_key:
@@ -437,7 +443,50 @@ class TuneProvider:
                             f"moving {a} and {b} together",
                         )
                     )
+        pairs += self._combined(ctx, space, names, center, points)
         return sorted(singles + pairs, key=lambda m: m.rank)
+
+    def _combined(
+        self,
+        ctx: ProviderContext,
+        space: KnobSpace,
+        names: list[str],
+        center: Config,
+        points: dict[str, _Point],
+    ) -> list[_Move]:
+        """Two single-knob steps from the center that each measured nearly as good (within
+        10%), taken together. Knobs interact: in a matmul a larger tile with two stages and a
+        third stage with the smaller tile can each lose a little while both together win (the
+        larger tile needs the deeper pipeline to hide its loads). They come last, after every
+        other move (on the measured H200 matmul landscape, ranked earlier they cost more
+        candidates than they saved); best-measured pairs first."""
+        here = points.get(_key(center))
+        if here is None or here.score is None:
+            return []
+        steps: list[tuple[str, _Point, float]] = []  # (knob, point, log-gain over the center)
+        for p in points.values():
+            differ = [n for n in names if p.config[n] != center[n]]
+            if len(differ) == 1 and p.score is not None and p.score - here.score > _HURT:
+                steps.append((differ[0], p, p.score - here.score))
+        out: list[_Move] = []
+        for i, (a, p, gain_a) in enumerate(steps):
+            for b, q, gain_b in steps[i + 1 :]:
+                if a == b:
+                    continue
+                config = {**center, a: p.config[a], b: q.config[b]}
+                if _key(config) in points or _violation(ctx, space, config) is not None:
+                    continue
+                gain = gain_a + gain_b
+                out.append(
+                    _Move(
+                        config,
+                        (7, -gain),
+                        f"{a} {center[a]}→{p.config[a]} ({p.candidate_id}) and {b} "
+                        f"{center[b]}→{q.config[b]} ({q.candidate_id}) each measured within 10% "
+                        "of the best; together they may win what each alone cannot.",
+                    )
+                )
+        return out
 
     def _coupled(
         self,
@@ -624,10 +673,13 @@ def _direction_evidence(
 ) -> tuple[float | None, str]:
     """What the evidence says of moving `name` in direction d from `center`, as a log-gain.
 
-    A step already measured from the center itself decides; otherwise the best trend measured
-    elsewhere (any pair of configurations differing only in `name`, the step going that way)."""
+    A step already measured from the center itself decides; otherwise the trend measured in the
+    context most like the center (a pair of configurations differing only in `name`, the step
+    going that way, whose other knobs are nearest the center's in log2 distance). Knobs
+    interact: the best gain seen anywhere is a poor guide (lowering BLOCK_M helped once a tile
+    was 128 wide; it does not help a 64-wide one)."""
     direct: tuple[float, _Point, _Point] | None = None
-    trend: tuple[float, _Point, _Point] | None = None
+    trend: tuple[float, float, _Point, _Point] | None = None  # (distance, -gain, p, q)
     pts = list(points.values())
     for p in pts:
         if p.score is None:
@@ -641,9 +693,15 @@ def _direction_evidence(
             if p.config == center:
                 if direct is None or gain > direct[0]:
                     direct = (gain, p, q)
-            elif trend is None or gain > trend[0]:
-                trend = (gain, p, q)
-    found = direct or trend
+                continue
+            distance = sum(
+                abs(math.log2(p.config[o]) - math.log2(center[o]))
+                for o in names
+                if o != name and p.config[o] > 0 and center[o] > 0
+            ) + abs(math.log2(p.config[name]) - math.log2(center[name]))
+            if trend is None or (distance, -gain) < trend[:2]:
+                trend = (distance, -gain, p, q)
+    found = direct or (None if trend is None else (-trend[1], trend[2], trend[3]))
     if found is None:
         way = "raising" if d > 0 else "lowering"
         return None, f"{way} {name} from here is unexplored."

@@ -28,6 +28,9 @@ WRONG = {
     "rmsnorm": ("(x * rstd * w).to(", "(x * rstd * w * 1.001).to("),
     "matmul": ("acc.to(c_ptr.dtype.element_ty)", "(acc * 1.001).to(c_ptr.dtype.element_ty)"),
 }
+# On the GPU the outputs are bf16, whose rounding (rtol 1.6e-2 in the hopper harnesses) hides a
+# 0.1% error; the same stores are made wrong by 5% there.
+WRONG_BF16 = {name: (old, new.replace("1.001", "1.05")) for name, (old, new) in WRONG.items()}
 TUNED = {"softmax": {"BLOCK": 1024}, "rmsnorm": {"BLOCK": 1024}, "matmul": {"BLOCK_K": 64}}
 
 
@@ -116,7 +119,8 @@ def _cuda() -> bool:
 @pytest.mark.parametrize("name", NAMES)
 def test_a_hopper_harness_measures_on_the_gpu_and_refuses_a_wrong_result(name, tmp_path):
     source = kernel(name)
-    old, new = WRONG[name]
+    old, new = WRONG_BF16[name]
     plain, wrong = drive(EXAMPLES / name / "hopper", [source, source.replace(old, new)], tmp_path)
     assert plain["verified"], plain["error"]
-    assert not wrong["verified"]
+    assert all(c["median_us"] > 0 for c in plain["cases"].values())
+    assert wrong["built"] and not wrong["verified"] and "max rel error" in wrong["error"]
