@@ -21,7 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -248,6 +248,11 @@ class Store:
         con.execute(store_sql("macros"))
         con.execute("PRAGMA disable_checkpoint_on_shutdown")
         con.execute("SET wal_autocheckpoint = '0KB'")
+        # A store created here uses this DuckDB's storage format (an existing one keeps its own):
+        # its checkpoints cost about two thirds of the default (v1.0) format's. A DuckDB that
+        # does not know 'latest' keeps its default.
+        with suppress(duckdb.Error):
+            con.execute("SET storage_compatibility_version = 'latest'")
         return con
 
     def _attach_statement(self, write: bool) -> str:

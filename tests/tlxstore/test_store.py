@@ -17,7 +17,7 @@ from store_conformance import envelopes
 from tlxstore.errors import StoreBusyError, StoreError, StoreTooNewError
 from tlxstore.events import Envelope
 from tlxstore.locking import lock_path
-from tlxstore.store import STORE_SCHEMA_VERSION, Store
+from tlxstore.store import STORE_SCHEMA_VERSION, Store, store_sql
 from tlxstore.testing import candidate_events, run_started, small_run
 
 
@@ -203,3 +203,41 @@ def test_an_ingest_reports_where_its_time_went(store_path):
     assert timings.total_ms <= wall_ms
     store.ingest(batch)
     assert (store.last_ingest.events, store.last_ingest.added) == (len(batch), 0)
+
+
+def _storage_version(store_path: Path) -> str:
+    con = duckdb.connect()
+    con.execute(f"ATTACH '{store_path}' AS s (READ_ONLY)")
+    (tags,) = con.execute(
+        "SELECT tags FROM duckdb_databases() WHERE database_name = 's'"
+    ).fetchone()
+    con.close()
+    return tags["storage_version"]
+
+
+def test_a_new_store_is_written_in_this_duckdbs_storage_format(store_path):
+    Store(store_path).ingest(envelopes("r1", small_run(1)))
+    major, minor = duckdb.__version__.split(".")[:2]
+    assert _storage_version(store_path) == f"v{major}.{minor}.0+"
+
+
+def test_a_store_in_an_older_storage_format_is_used_as_it_is_never_upgraded(store_path):
+    con = duckdb.connect(str(store_path))  # DuckDB's default, readable by every 1.x
+    con.execute(store_sql("schema"))
+    con.execute(
+        "INSERT INTO tlxdb_meta VALUES ('store_schema_version', ?), ('created_at', 'then')",
+        [str(STORE_SCHEMA_VERSION)],
+    )
+    con.close()
+    old = _storage_version(store_path)
+    assert old != _storage_version_of_a_new_store(store_path.parent)
+    store = Store(store_path)
+    envs = envelopes("r1", small_run(2))
+    assert store.ingest(envs) == len(envs)
+    assert store.run_envelopes("r1") == envs
+    assert _storage_version(store_path) == old
+
+
+def _storage_version_of_a_new_store(folder: Path) -> str:
+    Store(folder / "new.duckdb").close()
+    return _storage_version(folder / "new.duckdb")
