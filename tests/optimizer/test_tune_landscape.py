@@ -1,7 +1,7 @@
 """The tune provider against the matmul example's landscape as measured on an H200.
 
 benchmarks/matmul_landscape.py timed every tile/warps/stages point of the example's box that
-tune's constraints allow (917 configurations, 4096^3 bf16, one do_bench median each; raw file in
+tune's constraints allow (916 configurations, 4096^3 bf16, one do_bench median each; raw file in
 benchmarks/results/h200_matmul_2026-11-30/). Here that table stands in for the measurement, with
 GROUP_M's measured effect as a factor and a multiplicative noise of a fixed seed, so the search is
 checked against the real shape of the problem (ridges where a tile only pays with more warps or a
