@@ -181,7 +181,7 @@ def _render(result: RunResult, fmt: str) -> None:
 @click.option(
     "--diagnostic-proton-intra-kernel",
     is_flag=True,
-    help="Accepted for TLX compatibility; intra-kernel Proton is not collected.",
+    help="Accepted for TLX compatibility; intra-kernel Proton is not collected (a note says so).",
 )
 @click.option("--label", help="A free-text label recorded with the run.")
 def optimize(
@@ -225,6 +225,12 @@ def optimize(
       tlxdb optimize --resume r20261130-101500-1a2b3c
     """
     live = LiveLog(sys.stderr, sys.stderr.isatty())
+    if diagnostic_proton_intra_kernel:
+        click.echo(
+            "note: --diagnostic-proton-intra-kernel is accepted for TLX compatibility; tlxdb "
+            "collects kernel-level Proton (and ncu) profiles, not intra-kernel timelines",
+            err=True,
+        )
     try:
         if resume_ref is not None:
             given = {

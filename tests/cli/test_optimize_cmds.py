@@ -162,6 +162,17 @@ def test_a_missing_kernel_is_refused(tmp_path):
     )
 
 
+def test_the_tlx_intra_kernel_proton_flag_is_accepted_and_says_what_is_not_collected(tmp_path):
+    args = _args(tmp_path, kernel=tmp_path / "nope.py", extra=["--diagnostic-proton-intra-kernel"])
+    r = _invoke(args)
+    assert r.exit_code == 1  # the flag itself is no error; the missing kernel is
+    first = r.stderr.strip().splitlines()[0]
+    assert first.startswith("note: --diagnostic-proton-intra-kernel is accepted")
+    assert "not intra-kernel timelines" in first
+    plain = [a for a in args if a != "--diagnostic-proton-intra-kernel"]
+    assert "note:" not in _invoke(plain).stderr
+
+
 def test_a_kernel_with_a_syntax_error_is_refused(tmp_path):
     k = kernel_copy(tmp_path / "src", "def add(:\n")
     _fails(
