@@ -249,7 +249,7 @@ class Store:
         con.execute("PRAGMA disable_checkpoint_on_shutdown")
         con.execute("SET wal_autocheckpoint = '0KB'")
         # A store created here uses this DuckDB's storage format (an existing one keeps its own):
-        # its checkpoints cost about two thirds of the default (v1.0) format's. A DuckDB that
+        # its checkpoints cost half to two thirds of the default (v1.0) format's. A DuckDB that
         # does not know 'latest' keeps its default.
         with suppress(duckdb.Error):
             con.execute("SET storage_compatibility_version = 'latest'")
