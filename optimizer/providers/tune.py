@@ -696,9 +696,10 @@ def _direction_evidence(
                 continue
             distance = sum(
                 abs(math.log2(p.config[o]) - math.log2(center[o]))
+                if p.config[o] > 0 and center[o] > 0
+                else float(p.config[o] != center[o])
                 for o in names
-                if o != name and p.config[o] > 0 and center[o] > 0
-            ) + abs(math.log2(p.config[name]) - math.log2(center[name]))
+            )
             if trend is None or (distance, -gain) < trend[:2]:
                 trend = (distance, -gain, p, q)
     found = direct or (None if trend is None else (-trend[1], trend[2], trend[3]))
