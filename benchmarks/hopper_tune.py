@@ -95,7 +95,7 @@ def run_optimize(example: str, target: str, out: Path, store: Path, extra: list[
     }
 
 
-def interleaved(
+def alternated_times(
     example: str, target: str, cases: list[dict], sources: dict[str, str], rounds: int
 ) -> dict[str, dict[str, float]]:
     """Median microseconds per case of the reference (torch.matmul for the matmul, a device
@@ -144,7 +144,7 @@ def summarize(
     alternated: dict[str, dict[str, float]] | None = None,
 ) -> dict[str, Any]:
     """Start and final time per case, fractions of the ceilings, candidates to the winner.
-    With `alternated` (interleaved()), each row also has the reference, start and final timed
+    With `alternated` (alternated_times()), each row also has the reference, start and final timed
     in alternation, and the matmul's goal is judged on that fraction of torch.matmul."""
     result = run["result"] or {}
     experiments = result.get("experiments", [])
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             kernel = REPO / "examples" / example / "kernel.py"
             final = args.out / example / "experiments" / best / "kernel.py"
             sources = {"start": kernel.read_text(), "final": final.read_text()}
-            alternated = interleaved(example, args.target, cases, sources, args.rounds)
+            alternated = alternated_times(example, args.target, cases, sources, args.rounds)
         summary = summarize(example, cases, run, references(example, cases, on_gpu), alternated)
         summaries.append(summary)
         print(
