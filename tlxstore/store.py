@@ -18,6 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -31,6 +32,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tlxstore import codec
 from tlxstore.config import settings
@@ -68,6 +70,19 @@ def _record(row: dict[str, Any]) -> Envelope:
 def _arrow(result: duckdb.DuckDBPyConnection) -> pa.Table:
     to_table = getattr(result, "to_arrow_table", None) or result.fetch_arrow_table
     return to_table()
+
+
+@cache
+def _write_statements() -> tuple[tuple[str | None, str], ...]:
+    """ingest_write.sql, statement by statement, each with the one event type it projects (the
+    `FROM fresh WHERE type = '...'` it reads), or None for those every batch needs."""
+    out = []
+    for statement in duckdb.extract_statements(store_sql("ingest_write")):
+        types = set(re.findall(r"FROM fresh WHERE type = '(\w+)'", statement.query))
+        if len(types) > 1:
+            raise StoreError("each projection in ingest_write.sql reads one event type")
+        out.append((types.pop() if types else None, statement.query))
+    return tuple(out)
 
 
 def sql_quoted(path: Path | str) -> str:
@@ -414,12 +429,15 @@ class Store:
                     )
             con.execute(store_sql("ingest_fresh"))  # a copy without the events already stored
             runs = con.execute(store_sql("ingest_checks")).fetchall()
-        return Store._append_fresh(con, runs)
+        types = set(pc.unique(incoming.column("type")).to_pylist())
+        return Store._append_fresh(con, runs, types)
 
     @staticmethod
-    def _append_fresh(con: duckdb.DuckDBPyConnection, runs: list[tuple[Any, ...]]) -> int:
+    def _append_fresh(
+        con: duckdb.DuckDBPyConnection, runs: list[tuple[Any, ...]], types: set[str]
+    ) -> int:
         """Check the sequence of the fresh events (`runs`: ingest_checks over them) and append
-        them with their projections."""
+        them with the projections of the event `types` the batch holds."""
         added = 0
         for run_id, lo, hi, n, distinct, next_seq in runs:
             if distinct != n:
@@ -442,7 +460,9 @@ class Store:
             raise EventConflictError(
                 f"event id {reused[0]} is already stored as run {reused[1]} seq {reused[2]} with a different body"
             )
-        con.execute(store_sql("ingest_write"))
+        for event_type, statement in _write_statements():
+            if event_type is None or event_type in types:  # no rows of a type, nothing to project
+                con.execute(statement)
         return added
 
     # ---- reading ------------------------------------------------------------------------
