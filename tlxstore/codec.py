@@ -208,7 +208,7 @@ def checked_payload(event: Event) -> tuple[Event, dict[str, Any]]:
     return checked, data
 
 
-_BATCH: TypeAdapter[list[Event]] = TypeAdapter(list[AnyEvent])
+_BATCH: TypeAdapter[list[AnyEvent]] = TypeAdapter(list[AnyEvent])
 
 
 def checked_payloads(events: Sequence[Event]) -> list[tuple[Event, dict[str, Any]]]:
@@ -219,7 +219,7 @@ def checked_payloads(events: Sequence[Event]) -> list[tuple[Event, dict[str, Any
     message checked_payload gives for its first invalid event."""
     data = [e.model_dump(mode="json", warnings=False) for e in events]
     try:
-        checked = _BATCH.validate_python(data)
+        checked: list[Event] = list(_BATCH.validate_python(data))
     except ValidationError:
         for event in events:
             checked_payload(event)  # raises with the event's own message
