@@ -66,6 +66,7 @@ from tlxstore.events import (
 from tlxstore.fold import RunState, fold
 from tlxstore.runlog import RunLog
 from tlxstore.store import Store
+from tlxstore.version import tlxdb_version
 
 REQUEST_FILE = "run_request.json"
 SNAPSHOT_FILE = "vcs_snapshot.json"
@@ -116,7 +117,7 @@ def _version(dist: str) -> str | None:
 
 def tool_versions() -> ToolVersions:
     return ToolVersions(
-        tlxdb=_version("tlxdb") or "unknown",
+        tlxdb=tlxdb_version(),
         python=platform.python_version(),
         triton=_version("triton"),
         torch=_version("torch"),

@@ -20,7 +20,6 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,6 +38,7 @@ from tlxstore.errors import (
 from tlxstore.events import EVENT_TYPES, Envelope
 from tlxstore.hashing import digest_file
 from tlxstore.store import STORE_SCHEMA_VERSION, Store, store_sql
+from tlxstore.version import tlxdb_version
 
 EXPORT_FORMAT = "tlxdb-export"
 EXPORT_VERSION = 1
@@ -66,13 +66,6 @@ class Manifest(BaseModel):
     created_at: datetime
     runs: list[str]
     files: dict[str, ExportedFile]
-
-
-def _tlxdb_version() -> str:
-    try:
-        return metadata.version("tlxdb")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def _fsync(path: Path) -> None:
@@ -107,7 +100,7 @@ def export_runs(store: Store, run_refs: Sequence[str], to_dir: str | os.PathLike
             export_version=EXPORT_VERSION,
             store_schema_version=STORE_SCHEMA_VERSION,
             event_schema_versions={t: cls.SCHEMA_VERSION for t, cls in sorted(EVENT_TYPES.items())},
-            tlxdb_version=_tlxdb_version(),
+            tlxdb_version=tlxdb_version(),
             created_at=datetime.now(UTC),
             runs=run_ids,
             files={

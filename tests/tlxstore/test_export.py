@@ -21,6 +21,7 @@ from tlxstore.export import EVENTS_FILE, MANIFEST, export_runs, read_export
 from tlxstore.hashing import digest_file
 from tlxstore.store import Store
 from tlxstore.testing import small_run
+from tlxstore.version import tlxdb_version
 
 
 @pytest.fixture
@@ -34,6 +35,7 @@ def test_export_writes_parquet_and_a_manifest_with_counts_and_sha256(store, tmp_
     manifest = export_runs(store, ["r1"], tmp_path / "exp")
     on_disk = json.loads((tmp_path / "exp" / MANIFEST).read_text())
     assert on_disk["format"] == "tlxdb-export" and on_disk["runs"] == ["r1"]
+    assert on_disk["tlxdb_version"] == tlxdb_version()  # names the code, "+src.<digest>"
     assert (
         on_disk["store_schema_version"] == 1 and on_disk["event_schema_versions"]["RunStarted"] == 1
     )
