@@ -17,7 +17,7 @@ import click
 from cli.main import main
 from cli.options import open_store, store_option
 from optimizer import redecide, report, runs
-from optimizer.bundle import locate
+from optimizer.bundle import budget_overrides, locate
 from optimizer.output import EXIT_INTERRUPTED, RunResult
 from optimizer.providers import ProviderOptions
 from tlxstore.errors import TlxdbError
@@ -256,16 +256,19 @@ def optimize(
         else:
             if kernel is None:
                 raise click.ClickException("missing --kernel (the kernel file to optimize)")
+            paths = locate(
+                bundle_dir,
+                harness=harness,
+                cases=cases,
+                target=target,
+                budget=budget,
+                reference=reference,
+            )
+            for line in budget_overrides(budget_flags, paths):
+                click.echo(f"note: {line}", err=True)
             request = runs.RunRequest(
                 kernel=kernel.resolve(),
-                bundle=locate(
-                    bundle_dir,
-                    harness=harness,
-                    cases=cases,
-                    target=target,
-                    budget=budget,
-                    reference=reference,
-                ),
+                bundle=paths,
                 store=store,
                 output_dir=output_dir,
                 flags=budget_flags,

@@ -319,6 +319,21 @@ FLAG_DEFAULTS: dict[str, float | int] = {
 }
 
 
+def budget_overrides(flags: dict[str, float | int | None], paths: BundlePaths) -> list[str]:
+    """One line for each flag given on the command line that the bundle's budget.json overrides
+    with another value (CONTRACT: budget.json wins), so a user is not left wondering why
+    --max-rounds 3 ran twelve rounds. Reads budget.json; its errors are the bundle's."""
+    if paths.budget is None:
+        return []
+    budget = parse_budget(_read_json(paths.budget, BUDGET)).model_dump(exclude_none=True)
+    return [
+        f"--{name.replace('_', '-')} {flags[name]:g} is overridden by {BUDGET} "
+        f"({name} {budget[name]:g})"
+        for name in budget
+        if flags.get(name) is not None and flags[name] != budget[name]
+    ]
+
+
 def resolve_thresholds(
     flags: dict[str, float | int | None], budget: BudgetFile | None
 ) -> Thresholds:

@@ -173,6 +173,19 @@ def test_the_tlx_intra_kernel_proton_flag_is_accepted_and_says_what_is_not_colle
     assert "note:" not in _invoke(plain).stderr
 
 
+def test_a_flag_that_budget_json_overrides_gets_a_note_naming_both_values(tmp_path):
+    bundle = vecadd_bundle(tmp_path / "bundle", budget={"max_rounds": 12, "max_cv": 0.5})
+    args = _args(tmp_path, bundle=bundle, kernel=tmp_path / "nope.py", extra=["--max-rounds", "3"])
+    lines = _invoke(args).stderr.strip().splitlines()
+    notes = [line for line in lines if line.startswith("note:")]
+    assert notes == [
+        "note: --max-rounds 3 is overridden by budget.json (max_rounds 12)",
+        "note: --max-cv 5 is overridden by budget.json (max_cv 0.5)",  # FAST's --max-cv 5
+    ]
+    same = _args(tmp_path, bundle=bundle, kernel=tmp_path / "nope.py", extra=["--max-rounds", "12"])
+    assert "--max-rounds" not in _invoke(same).stderr  # the same value: nothing to say
+
+
 def test_a_kernel_with_a_syntax_error_is_refused(tmp_path):
     k = kernel_copy(tmp_path / "src", "def add(:\n")
     _fails(
