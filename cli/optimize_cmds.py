@@ -17,7 +17,7 @@ import click
 from cli.main import main
 from cli.options import open_store, store_option
 from optimizer import redecide, report, runs
-from optimizer.bundle import budget_overrides, locate
+from optimizer.bundle import BundlePaths, budget_overrides, locate
 from optimizer.output import EXIT_INTERRUPTED, RunResult
 from optimizer.providers import ProviderOptions
 from tlxstore.errors import TlxdbError
@@ -256,16 +256,7 @@ def optimize(
         else:
             if kernel is None:
                 raise click.ClickException("missing --kernel (the kernel file to optimize)")
-            paths = locate(
-                bundle_dir,
-                harness=harness,
-                cases=cases,
-                target=target,
-                budget=budget,
-                reference=reference,
-            )
-            for line in budget_overrides(budget_flags, paths):
-                click.echo(f"note: {line}", err=True)
+            paths = _located(bundle_dir, harness, cases, target, budget, reference, budget_flags)
             request = runs.RunRequest(
                 kernel=kernel.resolve(),
                 bundle=paths,
@@ -300,6 +291,24 @@ def optimize(
     sys.exit(result.exit_code)
 
 
+def _located(
+    bundle_dir: Path | None,
+    harness: Path | None,
+    cases: Path | None,
+    target: Path | None,
+    budget: Path | None,
+    reference: Path | None,
+    budget_flags: dict[str, Any],
+) -> BundlePaths:
+    """The bundle's files; a note on stderr for each flag its budget.json overrides."""
+    paths = locate(
+        bundle_dir, harness=harness, cases=cases, target=target, budget=budget, reference=reference
+    )
+    for line in budget_overrides(budget_flags, paths):
+        click.echo(f"note: {line}", err=True)
+    return paths
+
+
 @main.command()
 @_bundle_options
 @_budget_options
@@ -320,14 +329,7 @@ def validate(
             "missing --kernel (the kernel file the bundle is validated with)"
         )
     try:
-        paths = locate(
-            bundle_dir,
-            harness=harness,
-            cases=cases,
-            target=target,
-            budget=budget,
-            reference=reference,
-        )
+        paths = _located(bundle_dir, harness, cases, target, budget, reference, budget_flags)
         rep = runs.validate_only(kernel.resolve(), paths, budget_flags, arch)
     except TlxdbError as e:
         raise click.ClickException(e.message) from None
