@@ -106,3 +106,33 @@ def test_with_measurement_noise_tune_reaches_ninety_percent_within_36(landscape,
     (about 0.5%), so a promotion can be a fluke and a gain can be missed."""
     trace = run_search(landscape, noise=0.015, seed=seed)
     assert max(trace) >= 0.9, [round(f, 3) for f in trace]
+
+
+def test_the_measured_box_is_what_tunes_constraints_allow():
+    """benchmarks/matmul_landscape.py measures exactly the points of its box that the search may
+    propose (plus the floor of 8 accumulator values per thread), so the table covers the search."""
+    import itertools
+    import sys
+
+    from test_tune import context
+
+    from optimizer.knobs import find_knobs
+    from optimizer.providers.tune import _violation
+
+    sys.path.insert(0, str(RAW.parents[2]))
+    from matmul_landscape import BOXES, box_configs
+
+    box = BOXES["hopper"]
+    ctx = context(MATMUL, [], backend="cuda", cases=CASES)
+    space = find_knobs(MATMUL)
+    allowed = [
+        dict(zip(sorted(box), combo, strict=True))
+        for combo in itertools.product(*(box[n] for n in sorted(box)))
+    ]
+    allowed = [
+        c
+        for c in allowed
+        if _violation(ctx, space, c) is None
+        and c["BLOCK_M"] * c["BLOCK_N"] / (32 * c["num_warps"]) >= 8
+    ]
+    assert box_configs("hopper") == allowed and len(allowed) == 930
