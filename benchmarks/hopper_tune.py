@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hopper_sweep import (  # noqa: E402
     FACTS_COPY_BYTES_PER_S,
     case_work,
+    ceiling_call,
     environment,
     load_harness,
     median_us,
@@ -98,14 +99,12 @@ def run_optimize(example: str, target: str, out: Path, store: Path, extra: list[
 def alternated_times(
     example: str, target: str, cases: list[dict], sources: dict[str, str], rounds: int
 ) -> dict[str, dict[str, float]]:
-    """Median microseconds per case of the reference (torch.matmul for the matmul, a device
-    copy otherwise) and of each source, measured in this process in alternation (reference,
-    then each source, `rounds` times; every sample one harness sample). Minutes of tuning warm
+    """Median microseconds per case of the reference (hopper_sweep.ceiling_call) and of each
+    source, measured in this process in alternation (reference, then each source, `rounds`
+    times; every sample one harness sample). Minutes of tuning warm
     the card and lower its clocks: a reference timed apart from the kernel, before or after, is
     not a fair denominator. GPU only."""
     import statistics
-
-    import torch
 
     bundle = REPO / "examples" / example / target
     harness = load_harness(bundle / "harness.py")
@@ -118,18 +117,10 @@ def alternated_times(
         built[label] = b["artifact"]
     out: dict[str, dict[str, float]] = {}
     for case in cases:
-        p = case["parameters"]
-        dtype = getattr(torch, p.get("dtype", "bfloat16"))
-        if example == "matmul":
-            a = torch.randn(p["M"], p["K"], device="cuda", dtype=dtype)
-            b = torch.randn(p["K"], p["N"], device="cuda", dtype=dtype)
-            reference = (torch.matmul, a, b)
-        else:
-            x = torch.randn(p["n_rows"], p["n_cols"], device="cuda", dtype=dtype)
-            reference = (torch.Tensor.copy_, torch.empty_like(x), x)
+        fn, args = ceiling_call(example, case["parameters"])
         samples: dict[str, list[float]] = {"reference": [], **{label: [] for label in built}}
         for _ in range(rounds):
-            samples["reference"].append(median_us(*reference))
+            samples["reference"].append(median_us(fn, *args))
             for label, artifact in built.items():
                 samples[label] += harness.benchmark(artifact, case, 1)["samples_us"]
         out[case["case_id"]] = {k: statistics.median(v) for k, v in samples.items()}

@@ -82,3 +82,20 @@ def test_the_tune_script_runs_tlxdb_optimize_and_reports_start_final_and_candida
     assert "| softmax | 2x4096 |" in done.stdout
     assert (tmp_path / "softmax_log.txt").read_text().count("PROMOTED") >= 2
     assert json.loads((tmp_path / "softmax_result.json").read_text())["run_id"] == softmax["run_id"]
+
+
+def test_the_ceiling_is_torch_matmul_for_the_matmul_and_a_copy_otherwise():
+    """hopper_sweep.ceiling_call: the denominator of every fraction references() and
+    hopper_tune's alternated timing report (run here on CPU tensors)."""
+    import torch
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from hopper_sweep import ceiling_call
+
+    fn, (a, b) = ceiling_call("matmul", {"M": 8, "N": 4, "K": 16, "dtype": "float32"}, "cpu")
+    assert fn is torch.matmul and a.shape == (8, 16) and b.shape == (16, 4)
+    for example in ("softmax", "rmsnorm"):
+        fn, (dst, src) = ceiling_call(example, {"n_rows": 3, "n_cols": 32}, "cpu")
+        assert src.dtype == torch.bfloat16 and src.shape == dst.shape == (3, 32)
+        fn(dst, src)
+        assert torch.equal(dst, src)
