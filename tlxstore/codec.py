@@ -11,8 +11,10 @@ tlxdb's (SchemaTooNewError), upcasts older versions (upcasting.py), and validate
 
 from __future__ import annotations
 
+import gc
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,7 +22,12 @@ from typing import Any
 import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
-from tlxstore.errors import EventValidationError, SchemaTooNewError, UnknownEventTypeError
+from tlxstore.errors import (
+    EventValidationError,
+    SchemaTooNewError,
+    TlxdbError,
+    UnknownEventTypeError,
+)
 from tlxstore.events import EVENT_TYPES, AnyEvent, Envelope, Event
 from tlxstore.upcasting import RELEASED, Upcasters
 
@@ -44,6 +51,46 @@ class Codec:
         return record(env, env.event.model_dump(mode="json", exclude={"type"}))
 
     def decode(self, record: Mapping[str, Any]) -> Envelope:
+        event_type, data = self._event_data(record)
+        try:
+            event = self.event_types[event_type].model_validate(data)
+        except ValidationError as exc:
+            raise EventValidationError(
+                f"event {record['event_id']} ({event_type}) is invalid: {_first_error(exc)}"
+            ) from None
+        return Envelope.model_construct(
+            event_id=_text(record, "event_id"),
+            run_id=_text(record, "run_id"),
+            seq=_seq(record),
+            recorded_at=_timestamp(record),
+            event=event,
+        )
+
+    def decode_many(self, records: Sequence[Mapping[str, Any]]) -> list[Envelope]:
+        """decode for a batch: the same envelopes, or the error decode gives for the first bad
+        record. Every record is checked and upcast in Python, then the whole batch is validated
+        in one pydantic call (a third of the time of one call per record); on any failure the
+        records are decoded one by one, so the error and its order are decode's own."""
+        if self.event_types != EVENT_TYPES:  # the batch validator knows the released types only
+            return [self.decode(r) for r in records]
+        try:
+            rows = [
+                {
+                    "event": self._event_data(r)[1],
+                    "event_id": _text(r, "event_id"),
+                    "run_id": _text(r, "run_id"),
+                    "seq": _seq(r),
+                    "recorded_at": _timestamp(r),
+                }
+                for r in records
+            ]
+            return _ENVELOPES.validate_python(rows)
+        except (TlxdbError, ValidationError):
+            return [self.decode(r) for r in records]  # raises the first bad record's error
+
+    def _event_data(self, record: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The record's event type and its fields at the current schema version (upcast), as
+        the event's model validates them; refuses what is not an event record."""
         if not isinstance(record, Mapping):
             raise EventValidationError(
                 f"an event record must be a JSON object, not {type(record).__name__}"
@@ -70,7 +117,7 @@ class Codec:
         payload = record["payload"]
         if isinstance(payload, str):  # Parquet and DuckDB rows keep the payload as JSON text
             try:
-                payload = json.loads(payload)
+                payload = loads(payload)
             except json.JSONDecodeError as exc:
                 raise EventValidationError(
                     f"event {record['event_id']}: payload is not JSON ({exc.msg})"
@@ -81,19 +128,7 @@ class Codec:
             payload = self.upcasters.upcast(event_type, version, cls.SCHEMA_VERSION, payload)
         except KeyError as exc:
             raise EventValidationError(f"event {record['event_id']}: {exc.args[0]}") from None
-        try:
-            event = cls.model_validate({**payload, "type": event_type})
-        except ValidationError as exc:
-            raise EventValidationError(
-                f"event {record['event_id']} ({event_type}) is invalid: {_first_error(exc)}"
-            ) from None
-        return Envelope.model_construct(
-            event_id=_text(record, "event_id"),
-            run_id=_text(record, "run_id"),
-            seq=_seq(record),
-            recorded_at=_timestamp(record),
-            event=event,
-        )
+        return event_type, {**payload, "type": event_type}
 
 
 def _text(record: Mapping[str, Any], key: str) -> str:
@@ -153,6 +188,58 @@ def decode(record: Mapping[str, Any]) -> Envelope:
     return DEFAULT.decode(record)
 
 
+def loads(text: str | bytes) -> Any:
+    """One JSON value, parsed by pydantic-core (jiter: half the time of json.loads for a record,
+    a third for a payload). What it refuses goes to json.loads, which either reads it as before
+    (NaN, a lone surrogate, ...) or raises json.JSONDecodeError / UnicodeDecodeError."""
+    try:
+        return pydantic_core.from_json(text)
+    except ValueError:
+        return json.loads(text)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector held off while a batch of events is built or read.
+    Such a batch allocates a few objects per field and no reference cycles, yet its allocations
+    set off collections that walk every live object, the batch's own included: reading a
+    30,000-event log took 34 us an event with the collector on, 18 with it held off. It runs
+    again (if it was on) when the block ends."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def decode_many(records: Sequence[Mapping[str, Any]]) -> list[Envelope]:
+    """decode for a batch of records (faster; the same result and the same first error)."""
+    return DEFAULT.decode_many(records)
+
+
+def decode_located(
+    records: Sequence[Mapping[str, Any]], where: str, invalid: type[TlxdbError]
+) -> list[Envelope]:
+    """decode_many for the records of one file, a bad one named `{where} {n}` (n from 1; e.g.
+    where="events.jsonl line"): an invalid record raises `invalid`, an unknown type or a newer
+    schema keeps its own error class."""
+    try:
+        return decode_many(records)
+    except TlxdbError:
+        pass  # decoded again one by one below, to name the record
+    out = []
+    for n, rec in enumerate(records, start=1):
+        try:
+            out.append(decode(rec))
+        except (UnknownEventTypeError, SchemaTooNewError) as exc:
+            raise type(exc)(f"{where} {n}: {exc.message}") from None
+        except EventValidationError as exc:
+            raise invalid(f"{where} {n}: {exc.message}") from None
+    return out
+
+
 def to_json(record: Mapping[str, Any]) -> str:
     """One record as strict JSON (no NaN/Infinity); ValueError on a non-finite number."""
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -209,6 +296,7 @@ def checked_payload(event: Event) -> tuple[Event, dict[str, Any]]:
 
 
 _BATCH: TypeAdapter[list[AnyEvent]] = TypeAdapter(list[AnyEvent])
+_ENVELOPES: TypeAdapter[list[Envelope]] = TypeAdapter(list[Envelope])
 
 
 def checked_payloads(events: Sequence[Event]) -> list[tuple[Event, dict[str, Any]]]:

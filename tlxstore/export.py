@@ -28,11 +28,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tlxstore import codec
 from tlxstore.errors import (
-    EventValidationError,
     ImportFormatError,
     SchemaTooNewError,
     StoreError,
-    UnknownEventTypeError,
     UnknownRunError,
 )
 from tlxstore.events import EVENT_TYPES, Envelope
@@ -175,14 +173,10 @@ def read_export(folder: str | os.PathLike[str]) -> list[Envelope]:
     missing = [c for c in _COLUMNS if c not in table.column_names]
     if missing:
         raise ImportFormatError(f"{path} lacks the columns {', '.join(missing)}")
-    envs = []
-    for i, rec in enumerate(table.select(list(_COLUMNS)).to_pylist(), start=1):
-        try:
-            envs.append(codec.decode(rec))
-        except (UnknownEventTypeError, SchemaTooNewError) as exc:
-            raise type(exc)(f"{path} row {i}: {exc.message}") from None
-        except EventValidationError as exc:
-            raise ImportFormatError(f"{path} row {i}: {exc.message}") from None
+    with codec.gc_paused():
+        envs = codec.decode_located(
+            table.select(list(_COLUMNS)).to_pylist(), f"{path} row", ImportFormatError
+        )
     exported = {e.run_id for e in envs}
     if exported != set(manifest.runs):
         raise ImportFormatError(

@@ -30,10 +30,8 @@ from tlxstore.errors import (
     EventValidationError,
     LogCorruptError,
     RunLogExistsError,
-    SchemaTooNewError,
     SequenceConflictError,
     StoreError,
-    UnknownEventTypeError,
 )
 from tlxstore.events import Envelope, Event, new_event_id
 
@@ -59,18 +57,13 @@ def _scan(data: bytes, name: str) -> _Scan:
     pending: list[dict] = []
     good = 0
     pos = 0
-    lineno = 0
     run_id: str | None = None
     next_seq = 0
-    while pos < len(data):
-        end = data.find(b"\n", pos)
-        lineno += 1
-        if end < 0:  # no newline: the write of this batch was cut short
-            break
-        raw = data[pos:end]
-        pos = end + 1
+    # what follows the last newline is a write cut short
+    for lineno, raw in enumerate(data.split(b"\n")[:-1], start=1):
+        pos += len(raw) + 1
         try:
-            rec = json.loads(raw)
+            rec = codec.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
             if pos >= len(data):  # the last line: a torn write (e.g. padded with NULs)
                 break
@@ -112,20 +105,6 @@ def _scan(data: bytes, name: str) -> _Scan:
     return _Scan(records, good, run_id if records else None, next_seq)
 
 
-def _decode_all(records: list[dict], name: str) -> list[Envelope]:
-    out = []
-    for i, rec in enumerate(records, start=1):
-        rec = dict(rec)
-        rec.pop("batch_last", None)
-        try:
-            out.append(codec.decode(rec))
-        except (UnknownEventTypeError, SchemaTooNewError) as exc:
-            raise type(exc)(f"{name} line {i}: {exc.message}") from None
-        except EventValidationError as exc:
-            raise LogCorruptError(f"{name} line {i}: {exc.message}") from None
-    return out
-
-
 def read_envelopes(path: str | os.PathLike[str]) -> list[Envelope]:
     """Every acknowledged event of a log (a file or an output folder), in seq order."""
     p = log_path(path)
@@ -135,7 +114,8 @@ def read_envelopes(path: str | os.PathLike[str]) -> list[Envelope]:
         raise LogCorruptError(f"no run log at {p}") from None
     except OSError as exc:
         raise LogCorruptError(f"cannot read run log {p}: {exc.strerror}") from None
-    return _decode_all(_scan(data, str(p)).records, str(p))
+    with codec.gc_paused():
+        return codec.decode_located(_scan(data, str(p)).records, f"{p} line", LogCorruptError)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -194,7 +174,11 @@ class RunLog:
         self, events: Sequence[Event] | Iterable[Event], expected_seq: int | None = None
     ) -> list[Envelope]:
         """Validate, write, flush and fsync one batch; durable on return. Returns its envelopes."""
-        checked = codec.checked_payloads(list(events))
+        with codec.gc_paused():
+            return self._append(list(events), expected_seq)
+
+    def _append(self, events: list[Event], expected_seq: int | None) -> list[Envelope]:
+        checked = codec.checked_payloads(events)
         if not checked:
             return []
         fd = os.open(self.path, os.O_RDWR)

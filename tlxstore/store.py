@@ -354,7 +354,8 @@ class Store:
         if not envs:
             return 0
         t0 = time.perf_counter()
-        incoming = incoming_table(envs)
+        with codec.gc_paused():
+            incoming = incoming_table(envs)
         t1 = time.perf_counter()
         with self._connect(write=True) as con:
             t2 = time.perf_counter()
@@ -517,20 +518,21 @@ class Store:
         """Every stored event of one run, in seq order (upcast to the current versions)."""
         with self._connect(write=False) as con:
             rows = con.execute(store_sql("run_envelopes"), {"run_id": run_id}).fetchall()
-        return [
-            codec.decode(
-                {
-                    "event_id": r[0],
-                    "run_id": r[1],
-                    "seq": r[2],
-                    "recorded_at": _EPOCH + timedelta(microseconds=r[3]),
-                    "type": r[4],
-                    "schema_version": r[5],
-                    "payload": r[6],
-                }
+        with codec.gc_paused():
+            return codec.decode_many(
+                [
+                    {
+                        "event_id": r[0],
+                        "run_id": r[1],
+                        "seq": r[2],
+                        "recorded_at": _EPOCH + timedelta(microseconds=r[3]),
+                        "type": r[4],
+                        "schema_version": r[5],
+                        "payload": r[6],
+                    }
+                    for r in rows
+                ]
             )
-            for r in rows
-        ]
 
     def run_ids(self) -> list[str]:
         """Every run id in the store, oldest first."""
