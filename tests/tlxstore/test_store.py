@@ -17,7 +17,7 @@ from store_conformance import envelopes
 from tlxstore.errors import StoreBusyError, StoreError, StoreTooNewError
 from tlxstore.events import Envelope
 from tlxstore.locking import lock_path
-from tlxstore.store import STORE_SCHEMA_VERSION, Store, store_sql
+from tlxstore.store import COMPACT_EVERY, STORE_SCHEMA_VERSION, Store, store_sql
 from tlxstore.testing import candidate_events, run_started, small_run
 
 
@@ -187,6 +187,31 @@ def test_a_store_left_with_a_large_wal_is_read_whole_and_checkpointed_by_the_nex
     assert con.execute("SELECT count(*) FROM events").fetchone() == (len(left) + len(more),)
     con.close()
     assert reader.run_envelopes("left") == left
+
+
+def _row_groups(store: Store, table: str) -> int:
+    (n,) = store.query(
+        f"SELECT count(DISTINCT row_group_id) AS n FROM pragma_storage_info('{table}')"
+    ).column("n").to_pylist()
+    return n
+
+
+def test_small_row_groups_are_merged_at_every_compact_every_th_ingest(store_path):
+    store = Store(store_path)
+    store.ingest(envelopes("loop", [run_started()]))
+    seq = 1
+    for i in range(2, COMPACT_EVERY + 1):  # ingests 2 .. COMPACT_EVERY, as the loop makes them
+        events = candidate_events(f"c{i}", f"def k(): return {i}", cases=("a",))
+        store.ingest(envelopes("loop", events, start=seq))
+        seq += len(events)
+        if i < COMPACT_EVERY:  # each commit wrote its own row group and merged nothing
+            assert _row_groups(store, "events") == i
+            assert _row_groups(store, "proj_candidates") == i - 1
+    # the COMPACT_EVERY-th ingest merged them into one
+    assert _row_groups(store, "events") == 1
+    assert _row_groups(store, "proj_candidates") == 1
+    assert store.event_count() == seq
+    assert store.ingest(envelopes("loop", events, start=seq - len(events))) == 0  # no merge
 
 
 def test_an_ingest_reports_where_its_time_went(store_path):
