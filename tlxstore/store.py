@@ -274,7 +274,7 @@ class Store:
         Merging policy: a checkpoint may also merge a table's small row groups into full ones
         (DuckDB's vacuum), rewriting rows it wrote before. Left to itself DuckDB does that at
         every checkpoint, so batch after batch the growing last row group was rewritten again
-        (COMMIT of a 10k-event batch 40 ms without merging, 80-310 ms with). Store.ingest turns
+        (COMMIT of a 10k-event batch 40-50 ms without merging, 80-550 ms with). Store.ingest turns
         merging on only for the COMMIT of every COMPACT_EVERY-th ingest (_compaction_due): a
         table holds at most that many small row groups past its last full one, and a row is
         rewritten about once."""
