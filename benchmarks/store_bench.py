@@ -478,7 +478,7 @@ def render(res: dict) -> str:
         ),
         (
             "one candidate (11 events) into the big store, as the loop ingests, p50 (max of "
-            f"{res['candidate_ingest_big_store']['ingests']}, a compaction among them)",
+            f"{res['candidate_ingest_big_store']['ingests']})",
             f"{res['candidate_ingest_big_store']['p50_ms']:.1f} ms "
             f"({res['candidate_ingest_big_store']['max_ms']:.0f} ms)",
         ),
