@@ -190,9 +190,11 @@ def test_a_store_left_with_a_large_wal_is_read_whole_and_checkpointed_by_the_nex
 
 
 def _row_groups(store: Store, table: str) -> int:
-    (n,) = store.query(
-        f"SELECT count(DISTINCT row_group_id) AS n FROM pragma_storage_info('{table}')"
-    ).column("n").to_pylist()
+    (n,) = (
+        store.query(f"SELECT count(DISTINCT row_group_id) AS n FROM pragma_storage_info('{table}')")
+        .column("n")
+        .to_pylist()
+    )
     return n
 
 
