@@ -37,12 +37,13 @@ from tlxstore.testing import run_started
 BATCHES, SIZE = 16, 10_000
 
 
-def _instance(wal_only: bool) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect()
-    con.execute(store_sql("macros"))
-    con.execute("PRAGMA disable_checkpoint_on_shutdown")
-    con.execute(f"SET wal_autocheckpoint = '{'100GB' if wal_only else '0KB'}'")
+def _instance(store: Store, wal_only: bool) -> duckdb.DuckDBPyConnection:
+    """The store's own DuckDB instance (Store._new_instance), merging off, and for wal_only
+    commits that never checkpoint."""
+    con = store._new_instance()
     con.execute("SET max_vacuum_tasks = 0")
+    if wal_only:
+        con.execute("SET wal_autocheckpoint = '100GB'")
     return con
 
 
@@ -62,10 +63,11 @@ def _keeps(setup: str, statement: str) -> bool:
 
 def _run(setup: str, work: Path, tables) -> dict[str, float]:
     path = work / f"{setup}.duckdb"
-    Store(path).close()
+    store = Store(path)
+    store.close()
     attach = f"ATTACH '{sql_quoted(path)}' AS {ALIAS}"
     long_lived = setup == "long_lived"
-    con = _instance(wal_only=long_lived)
+    con = _instance(store, wal_only=long_lived)
     if long_lived:
         con.execute(attach)
         con.execute(f"USE {ALIAS}")

@@ -9,17 +9,14 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
-from store_bench import INGEST_PARTS, envelopes, mixed_events
+from store_bench import INGEST_PARTS, bench_candidate_ingest, bench_ingest
 
 from tlxstore.store import Store
-from tlxstore.testing import candidate_events, run_started
 
 
 def _store(path: Path, threads: int) -> Store:
@@ -33,16 +30,9 @@ def _store(path: Path, threads: int) -> Store:
 
 
 def _batches(store: Store, n: int, size: int, tag: str) -> dict[str, float]:
-    total = 0.0
-    parts: dict[str, list[float]] = {p: [] for p in INGEST_PARTS}
-    for b in range(n):
-        envs = envelopes(f"{tag}{b}", [run_started(), *mixed_events(size - 1, f"{tag}{b}")])
-        t0 = time.perf_counter()
-        store.ingest(envs)
-        total += time.perf_counter() - t0
-        for p in INGEST_PARTS:
-            parts[p].append(getattr(store.last_ingest, p))
-    return {"events_per_s": n * size / total, **{p: statistics.median(v) for p, v in parts.items()}}
+    """store_bench's bench_ingest, in this script's result keys."""
+    r = bench_ingest(store, n, size, tag)
+    return {"events_per_s": r["events_per_s_total"], **{p: r[f"{p}_p50"] for p in INGEST_PARTS}}
 
 
 def measure(threads: int, work: Path) -> dict[str, object]:
@@ -50,16 +40,7 @@ def measure(threads: int, work: Path) -> dict[str, object]:
     out: dict[str, object] = {"threads": threads}
     out["10k"] = _batches(store, 16, 10_000, "a")
     out["100k"] = _batches(store, 3, 100_000, "b")
-    store.ingest(envelopes("loop", [run_started()]))
-    seq, lat = 1, []
-    for i in range(40):
-        events = candidate_events(f"l{i}", f"def k(): return {i}", samples=10)
-        envs = envelopes("loop", events, start=seq)
-        seq += len(events)
-        t0 = time.perf_counter()
-        store.ingest(envs)
-        lat.append((time.perf_counter() - t0) * 1e3)
-    out["candidate_ingest_p50_ms"] = statistics.median(lat)
+    out["candidate_ingest_p50_ms"] = bench_candidate_ingest(store, n=40)["p50_ms"]
     store.close()
     return out
 
