@@ -77,7 +77,8 @@ def read_path(
 def import_paths(
     store: Store, paths: Sequence[str | Path], normalize: Callable[[str], str] | None = None
 ) -> ImportReport:
-    """Check every path, then ingest all their events in one transaction."""
+    """Check every path, then ingest all their events in one transaction, and bring the
+    store's projections up to date (the views show the import at once)."""
     if not paths:
         raise ImportFormatError("name at least one path to import")
     everything: list[Envelope] = []
@@ -90,4 +91,6 @@ def import_paths(
                 path=str(p), kind=kind, runs=sorted({e.run_id for e in envs}), events=len(envs)
             )
         )
-    return ImportReport(paths=imported, added=store.ingest(everything))
+    added = store.ingest(everything)
+    store.project()
+    return ImportReport(paths=imported, added=added)

@@ -12,12 +12,13 @@ without them the store refuses with a message naming them.
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
 
 import duckdb
 
 from tlxstore.errors import StoreError
-from tlxstore.store import ALIAS, Store, sql_quoted
+from tlxstore.store import ALIAS, Store, sql_quoted, store_sql
 
 EXTENSIONS = {
     "sqlite_scanner": "duckdb_extension_sqlite_scanner",
@@ -74,3 +75,8 @@ class DuckLakeStore(Store):
 
     def _attach_statement(self, write: bool) -> str:
         return attach_statement(self.path, ALIAS, write)
+
+    def _schema_sql(self) -> str:
+        """The store's schema without its per-column compression choices, which DuckLake does
+        not take (it writes Parquet files with their own compression)."""
+        return re.sub(r" USING COMPRESSION \w+", "", store_sql("schema"))

@@ -4,10 +4,16 @@ Invariants:
 - Ingest is idempotent by event_id: the same id with the same body is a no-op; the same id with
   another body raises EventConflictError; another event at a (run, seq) already taken raises
   SequenceConflictError. Per-run sequence numbers in the store are dense from 0.
-- One ingest is one DuckDB transaction: its events and every projection row derived from them
-  appear together or not at all (a writer killed mid-ingest leaves nothing of that batch).
-- A batch enters as one Arrow table of records (payload as JSON text, serialized once per event);
-  one INSERT per table per batch derives every projection from it, never row by row.
+- One ingest is one DuckDB transaction: its events appear together or not at all (a writer
+  killed mid-ingest leaves nothing of that batch).
+- The proj_* tables hold the projections of exactly the events below
+  projection_state.projected_pos. A projection pass (project.sql, one INSERT per table over every
+  event not yet projected, never row by row) commits with the advance of projected_pos. A batch
+  of fewer than PROJECT_INLINE_BELOW events is projected in its ingest's own transaction; a
+  larger one is left to the next pass, which every read of the projections runs first
+  (Store._reading) and `Store.project` runs on demand. No reader ever sees a projection behind
+  the events.
+- A batch enters as one Arrow table of records (payload as JSON text, serialized once per event).
 - A call leaves no WAL behind: COMMIT checkpoints (see Store._new_instance).
 - Every call attaches the file only while holding `<store>.lock` (exclusive to write, shared to
   read) and detaches it before releasing, so several tlxdb processes share one file and no
@@ -22,7 +28,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -32,7 +38,6 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tlxstore import codec
 from tlxstore.config import settings
@@ -50,9 +55,14 @@ from tlxstore.events import Envelope
 from tlxstore.locking import store_lock
 from tlxstore.runlog import log_path, read_envelopes
 
-STORE_SCHEMA_VERSION = 1
+STORE_SCHEMA_VERSION = 2  # 2: events.pos and projection_state (a v1 store is upgraded on open)
 ALIAS = "tlxstore"  # the store file's name inside a connection
-COMPACT_EVERY = 8  # the COMMIT of every 8th ingest merges small row groups (Store._new_instance)
+COMPACT_EVERY = 8  # every 8th projection pass merges small row groups (Store._merge_if_due)
+# A batch this small is projected in its ingest's transaction (the loop's per-candidate ingests,
+# which a lookup follows at once); a larger one is projected by the next read, in bulk, where a
+# pass's fixed cost per table is spread over every batch since the last (docs/STORE.md).
+PROJECT_INLINE_BELOW = 1_000
+PROJECT_CHUNK = 1_000_000  # events per transaction of a projection pass that catches up
 _VACUUM_TASKS = 100  # DuckDB's default max_vacuum_tasks: the merges one compaction may run
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -75,16 +85,21 @@ def _arrow(result: duckdb.DuckDBPyConnection) -> pa.Table:
 
 
 @cache
-def _write_statements() -> tuple[tuple[str | None, str], ...]:
-    """ingest_write.sql, statement by statement, each with the one event type it projects (the
-    `FROM fresh WHERE type = '...'` it reads), or None for those every batch needs."""
+def _projection_statements() -> tuple[tuple[str, str], ...]:
+    """project.sql, statement by statement, each with the one event type it projects (the
+    `FROM unprojected WHERE type = '...'` it reads)."""
     out = []
-    for statement in duckdb.extract_statements(store_sql("ingest_write")):
-        types = set(re.findall(r"FROM fresh WHERE type = '(\w+)'", statement.query))
-        if len(types) > 1:
-            raise StoreError("each projection in ingest_write.sql reads one event type")
-        out.append((types.pop() if types else None, statement.query))
+    for statement in duckdb.extract_statements(store_sql("project")):
+        types = set(re.findall(r"FROM unprojected WHERE type = '(\w+)'", statement.query))
+        if len(types) != 1:
+            raise StoreError("each projection in project.sql reads one event type")
+        out.append((types.pop(), statement.query))
     return tuple(out)
+
+
+@cache
+def _append_statements() -> tuple[str, ...]:
+    return tuple(st.query for st in duckdb.extract_statements(store_sql("ingest_append")))
 
 
 def sql_quoted(path: Path | str) -> str:
@@ -165,20 +180,29 @@ def _distinct(envs: Sequence[Envelope]) -> list[Envelope]:
 @dataclass(frozen=True)
 class IngestTimings:
     """Where the time of one Store.ingest went, in ms: the Arrow table built in Python; waiting
-    for the lock and attaching; the checks and every INSERT (SQL); COMMIT, whose checkpoint
-    writes the batch into the file; the generation bump, detach and unlock."""
+    for the lock and attaching; the checks and the append of the events (SQL); the projection
+    pass run in the same transaction (0 when the batch is left to the next read); COMMIT, whose
+    checkpoint writes the batch into the file (after the generation bump); detach and unlock."""
 
     events: int
     added: int
     table_ms: float
     lock_attach_ms: float
     sql_ms: float
+    project_ms: float
     commit_ms: float
     release_ms: float
 
     @property
     def total_ms(self) -> float:
-        return self.table_ms + self.lock_attach_ms + self.sql_ms + self.commit_ms + self.release_ms
+        return (
+            self.table_ms
+            + self.lock_attach_ms
+            + self.sql_ms
+            + self.project_ms
+            + self.commit_ms
+            + self.release_ms
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -197,6 +221,8 @@ class Store:
         """Open the store at `path`, creating it when missing (unless create=False)."""
         self.path = Path(path).expanduser().absolute()
         self.last_ingest: IngestTimings | None = None
+        self._v1_read_only = False  # a v1 store that could not be upgraded (every event projected)
+        self._projected_at: int | None = None  # a generation at which no projection lagged
         self._mutex = threading.RLock()
         self._instance: duckdb.DuckDBPyConnection | None = None
         self.lock_timeout_s = (
@@ -210,7 +236,8 @@ class Store:
             if not create:
                 raise StoreError(f"no store at {self.path}")
             self._create()
-        self._check_version()
+        if self._check_version() < STORE_SCHEMA_VERSION:
+            self._upgrade()
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
@@ -274,10 +301,10 @@ class Store:
         Merging policy: a checkpoint may also merge a table's small row groups into full ones
         (DuckDB's vacuum), rewriting rows it wrote before. Left to itself DuckDB does that at
         every checkpoint, so batch after batch the growing last row group was rewritten again
-        (COMMIT of a 10k-event batch 40-50 ms without merging, 80-550 ms with). Store.ingest turns
-        merging on only for the COMMIT of every COMPACT_EVERY-th ingest (_compaction_due): a
-        table holds at most that many small row groups past its last full one, and a row is
-        rewritten about once."""
+        (COMMIT of a 10k-event batch 40-50 ms without merging, 80-550 ms with). Merging is on
+        only for the COMMIT of a projection pass that is due (_merge_if_due: a bulk pass, or
+        every COMPACT_EVERY-th): a table holds at most that many small row groups past its last
+        full one, and a row is rewritten about once."""
         con = duckdb.connect()
         con.execute(store_sql("macros"))
         con.execute("PRAGMA disable_checkpoint_on_shutdown")
@@ -288,6 +315,10 @@ class Store:
         with suppress(duckdb.Error):
             con.execute("SET storage_compatibility_version = 'latest'")
         return con
+
+    def _schema_sql(self) -> str:
+        """The statements that create the store's tables in this backend."""
+        return store_sql("schema")
 
     def _attach_statement(self, write: bool) -> str:
         """How this backend attaches the store as `tlxstore`."""
@@ -314,7 +345,10 @@ class Store:
                     raise StoreBusyError(
                         f"store {self.path} is held by another program (not tlxdb) for {self.lock_timeout_s:g} s; close it and retry"
                     ) from None
-                if "permission denied" in text or "read-only file system" in text:
+                if any(
+                    reason in text
+                    for reason in ("permission denied", "read-only file system", "not permitted")
+                ):
                     raise StoreError(f"store {self.path} is not writable") from None
                 if "newer" in text or ("version" in text and "storage" in text):
                     raise StoreTooNewError(
@@ -337,14 +371,15 @@ class Store:
             if tables:
                 raise StoreError(f"{self.path} is a DuckDB file but not a tlxdb store")
             con.execute("BEGIN")
-            con.execute(store_sql("schema"))
+            con.execute(self._schema_sql())
             con.execute(
                 "INSERT INTO tlxdb_meta VALUES ('store_schema_version', ?), ('created_at', ?)",
                 [str(STORE_SCHEMA_VERSION), datetime.now(UTC).isoformat()],
             )
             con.execute("COMMIT")
 
-    def _check_version(self) -> None:
+    def _check_version(self) -> int:
+        """The store file's schema version; refuses a file that is not a store or is too new."""
         with self._connect(write=False) as con:
             try:
                 row = con.execute(
@@ -360,6 +395,35 @@ class Store:
                 f"store {self.path} has schema v{version}, written by a newer tlxdb (this one reads up to "
                 f"v{STORE_SCHEMA_VERSION}); upgrade tlxdb"
             )
+        return version
+
+    def _upgrade(self) -> None:
+        """Bring a v1 store to v2 in one transaction: events gains `pos` (NULL for the events it
+        holds, which v1 projected as they came) and projection_state starts with all of them
+        projected. A store that is not writable stays v1 and is read as it is (all projected)."""
+        with ExitStack() as stack:
+            try:
+                con = stack.enter_context(self._connect(write=True))
+            except StoreError:
+                self._v1_read_only = True
+                return
+            row = con.execute(
+                "SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'"
+            ).fetchone()
+            if row is None or int(row[0]) != 1:
+                return  # upgraded by another process meanwhile
+            con.execute("BEGIN")
+            con.execute("ALTER TABLE events ADD COLUMN pos BIGINT")
+            con.execute(
+                "CREATE TABLE projection_state (next_pos BIGINT NOT NULL, "
+                "projected_pos BIGINT NOT NULL, catch_ups BIGINT NOT NULL)"
+            )
+            con.execute("INSERT INTO projection_state VALUES (0, 0, 0)")
+            con.execute(
+                "UPDATE tlxdb_meta SET value = ? WHERE key = 'store_schema_version'",
+                [str(STORE_SCHEMA_VERSION)],
+            )
+            con.execute("COMMIT")
 
     @property
     def schema_version(self) -> int:
@@ -382,15 +446,18 @@ class Store:
             try:
                 added = self._ingest_locked(con, incoming)
                 t3 = time.perf_counter()
-                vacuum_tasks = _VACUUM_TASKS if added and self._compaction_due() else 0
-                con.execute(f"SET max_vacuum_tasks = {vacuum_tasks}")
-                con.execute("COMMIT")
+                projected = 0
+                if added and len(envs) < PROJECT_INLINE_BELOW:
+                    projected = self._project_pending(con)
+                t3p = time.perf_counter()
+                self._merge_if_due(con, projected)
+                if added:  # before COMMIT, under the exclusive lock: no reader ever finds new
+                    self._bump_generation()  # rows under an old generation (a failed COMMIT
+                con.execute("COMMIT")  # leaves a bump too many, which costs a refresh)
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
             t4 = time.perf_counter()
-            if added:
-                self._bump_generation()  # still under the exclusive lock
         t5 = time.perf_counter()
         self.last_ingest = IngestTimings(
             events=len(envs),
@@ -398,15 +465,26 @@ class Store:
             table_ms=(t1 - t0) * 1e3,
             lock_attach_ms=(t2 - t1) * 1e3,
             sql_ms=(t3 - t2) * 1e3,
-            commit_ms=(t4 - t3) * 1e3,
+            project_ms=(t3p - t3) * 1e3,
+            commit_ms=(t4 - t3p) * 1e3,
             release_ms=(t5 - t4) * 1e3,
         )
         return added
 
-    def _compaction_due(self) -> bool:
-        """Whether this ingest's COMMIT merges small row groups: every COMPACT_EVERY-th ingest
-        that adds rows, counted by the generation (called under the exclusive lock)."""
-        return (self.generation() + 1) % COMPACT_EVERY == 0
+    @staticmethod
+    def _merge_if_due(con: duckdb.DuckDBPyConnection, projected: int) -> None:
+        """Whether this transaction's COMMIT merges small row groups (of every table): only with
+        a projection pass, and then if the pass covered a bulk of events (PROJECT_INLINE_BELOW or
+        more: it writes large row groups anyway, and the events it covers were appended in
+        groups left for a pass to merge) or if it is the COMPACT_EVERY-th pass. A small ingest is
+        its own pass, so its row groups are merged once every COMPACT_EVERY ingests."""
+        due = False
+        if projected:
+            row = con.execute("SELECT catch_ups FROM projection_state").fetchone()
+            due = projected >= PROJECT_INLINE_BELOW or (
+                row is not None and row[0] % COMPACT_EVERY == 0
+            )
+        con.execute(f"SET max_vacuum_tasks = {_VACUUM_TASKS if due else 0}")
 
     # ---- generation: a counter every write bumps, for process-local replicas ------------
     @property
@@ -434,8 +512,99 @@ class Store:
         """Ingest a run log (a file, or an output folder holding events.jsonl)."""
         return self.ingest(read_envelopes(path))
 
+    # ---- projections --------------------------------------------------------------------
+    def project(self) -> int:
+        """Bring the proj_* tables up to date with every event stored; returns how many events
+        were projected (0 when none was behind). Readers call it as needed (Store._reading);
+        `tlxdb import` calls it once after its ingests."""
+        if self._v1_read_only:
+            return 0
+        with self._connect(write=True) as con:
+            return self._catch_up(con)
+
+    def _catch_up(self, con: duckdb.DuckDBPyConnection) -> int:
+        """Project every event behind, PROJECT_CHUNK events per transaction (a pass joins what
+        the passes before it stored, so they run in pos order); under the exclusive lock."""
+        done = 0
+        while True:
+            con.execute("BEGIN")
+            try:
+                n = self._project_pending(con, limit=PROJECT_CHUNK)
+                self._merge_if_due(con, n)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            done += n
+            if n < PROJECT_CHUNK:
+                return done
+
+    @staticmethod
+    def _project_pending(con: duckdb.DuckDBPyConnection, limit: int | None = None) -> int:
+        """Inside a transaction: project the events from projected_pos on (at most `limit`) and
+        advance projected_pos past them; returns how many."""
+        row = con.execute("SELECT next_pos, projected_pos FROM projection_state").fetchone()
+        if row is None:
+            raise StoreError("the store has no projection_state row; it is damaged")
+        next_pos, lo = row
+        hi = next_pos if limit is None else min(next_pos, lo + limit)
+        if hi <= lo:
+            return 0
+        con.execute(store_sql("project_tail"), {"lo": lo, "hi": hi})
+        types = {r[0] for r in con.execute("SELECT DISTINCT type FROM unprojected").fetchall()}
+        for event_type, statement in _projection_statements():
+            if event_type in types:  # no rows of a type, nothing to project
+                con.execute(statement)
+        con.execute(
+            "UPDATE projection_state SET projected_pos = ?, catch_ups = catch_ups + 1", [hi]
+        )
+        con.execute("DROP TABLE unprojected")
+        return hi - lo
+
+    def projection_lag(self) -> int:
+        """How many stored events the proj_* tables do not hold yet."""
+        if self._v1_read_only:
+            return 0
+        with self._connect(write=False) as con:
+            return self._lag(con)
+
+    @staticmethod
+    def _lag(con: duckdb.DuckDBPyConnection) -> int:
+        row = con.execute("SELECT next_pos - projected_pos FROM projection_state").fetchone()
+        return int(row[0]) if row else 0
+
+    @contextmanager
+    def _reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only session whose projections hold every stored event: when some are behind,
+        they are projected first under the exclusive lock, and the read runs under that lock
+        (the store attached read-only again), so no write can come between."""
+        with self._connect(write=False) as con:
+            # Under the shared lock the generation cannot move; no ingest since a generation
+            # seen without lag means none now (a pass only ever lowers the lag).
+            generation = self.generation()
+            lag = 0 if self._v1_read_only or generation == self._projected_at else self._lag(con)
+            if not lag:
+                self._projected_at = generation
+                yield con
+                return
+        with ExitStack() as stack:
+            try:
+                con = stack.enter_context(self._connect(write=True))
+            except StoreError as exc:
+                raise StoreError(
+                    f"{lag} events of store {self.path} are not in its views yet, and they cannot be "
+                    f"brought up to date: {exc}"
+                ) from None
+            self._catch_up(con)
+            con.execute("USE memory")
+            con.execute(f"DETACH {ALIAS}")
+            self._attach(con, write=False)
+            self._projected_at = self.generation()
+            yield con
+
     @staticmethod
     def _ingest_locked(con: duckdb.DuckDBPyConnection, incoming: pa.Table) -> int:
+        """Check the batch against the store and append its new events (not their projections)."""
         con.register("incoming", incoming)
         con.execute("CREATE OR REPLACE TEMPORARY VIEW fresh AS SELECT * FROM incoming")
         runs = con.execute(store_sql("ingest_checks")).fetchall()
@@ -456,15 +625,12 @@ class Store:
                     )
             con.execute(store_sql("ingest_fresh"))  # a copy without the events already stored
             runs = con.execute(store_sql("ingest_checks")).fetchall()
-        types = set(pc.unique(incoming.column("type")).to_pylist())
-        return Store._append_fresh(con, runs, types)
+        return Store._append_fresh(con, runs)
 
     @staticmethod
-    def _append_fresh(
-        con: duckdb.DuckDBPyConnection, runs: list[tuple[Any, ...]], types: set[str]
-    ) -> int:
+    def _append_fresh(con: duckdb.DuckDBPyConnection, runs: list[tuple[Any, ...]]) -> int:
         """Check the sequence of the fresh events (`runs`: ingest_checks over them) and append
-        them with the projections of the event `types` the batch holds."""
+        them."""
         added = 0
         for run_id, lo, hi, n, distinct, next_seq in runs:
             if distinct != n:
@@ -487,9 +653,8 @@ class Store:
             raise EventConflictError(
                 f"event id {reused[0]} is already stored as run {reused[1]} seq {reused[2]} with a different body"
             )
-        for event_type, statement in _write_statements():
-            if event_type is None or event_type in types:  # no rows of a type, nothing to project
-                con.execute(statement)
+        for statement in _append_statements():
+            con.execute(statement)
         return added
 
     # ---- reading ------------------------------------------------------------------------
@@ -500,7 +665,7 @@ class Store:
         views: Mapping[str, str] | None = None,
     ) -> pa.Table:
         """Run one read-only SELECT; `views` (name -> SELECT) are defined as temporary views first."""
-        with self._connect(write=False) as con:
+        with self._reading() as con:
             self._check_read_only(con, sql)
             try:
                 for name, body in (views or {}).items():
@@ -518,7 +683,7 @@ class Store:
     ) -> list[pa.Table]:
         """Several read-only SELECTs in one visit to the store (one attach: the later ones find
         the table metadata warm). Each is checked as `query` checks one."""
-        with self._connect(write=False) as con:
+        with self._reading() as con:
             out = []
             for sql, params in statements:
                 self._check_read_only(con, sql)

@@ -113,7 +113,7 @@ def test_a_store_from_a_newer_tlxdb_is_refused_by_every_command(filled):
     import duckdb
 
     con = duckdb.connect(str(filled))
-    con.execute("UPDATE tlxdb_meta SET value = '2' WHERE key = 'store_schema_version'")
+    con.execute("UPDATE tlxdb_meta SET value = '3' WHERE key = 'store_schema_version'")
     con.close()
     for args in (
         ["runs"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import random
 import struct
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,17 @@ from tlxstore.errors import (
 from tlxstore.events import BenchmarkSampled, BuildFinished, Envelope
 from tlxstore.fold import fold
 from tlxstore.runlog import RunLog
-from tlxstore.testing import small_run
+from tlxstore.store import PROJECT_INLINE_BELOW
+from tlxstore.testing import candidate_events, small_run
+
+PROJECTIONS = (
+    "proj_runs",
+    "proj_candidates",
+    "proj_decisions",
+    "proj_samples",
+    "proj_sources",
+    "proj_exclusions",
+)
 
 
 def envelopes(run_id: str, events, start: int = 0) -> list[Envelope]:
@@ -31,7 +41,7 @@ def envelopes(run_id: str, events, start: int = 0) -> list[Envelope]:
             event_id=f"{run_id}-{start + i}",
             run_id=run_id,
             seq=start + i,
-            recorded_at=datetime(2026, 11, 30, 12, 0, start + i, tzinfo=UTC),
+            recorded_at=datetime(2026, 11, 30, 12, tzinfo=UTC) + timedelta(seconds=start + i),
             event=e,
         )
         for i, e in enumerate(events)
@@ -48,6 +58,62 @@ class StoreConformance:
 
     def count(self, store) -> int:
         return store.query("SELECT count(*) AS n FROM events").column("n")[0].as_py()
+
+    def projections(self, store) -> dict:
+        """Every projection table's rows, in one order (rows are compared, not row order)."""
+        return {t: store.query(f"SELECT * FROM {t} ORDER BY ALL").to_pylist() for t in PROJECTIONS}
+
+    def test_a_large_batch_is_projected_by_the_next_read_as_small_batches_are_at_once(
+        self, store, tmp_path
+    ):
+        """The same two runs in batches of 11 events (each projected in its own ingest) and in
+        one batch of more than PROJECT_INLINE_BELOW events (left to the next read): the first
+        read finds every projection row, and the two stores hold the same rows."""
+        both = envelopes("r1", small_run(60, tag="a")) + envelopes("r2", small_run(40, tag="a"))
+        assert len(both) >= PROJECT_INLINE_BELOW
+        (tmp_path / "small").mkdir()
+        small = self.make_store(tmp_path / "small")
+        for i in range(0, len(both), 11):
+            small.ingest(both[i : i + 11])
+            assert small.projection_lag() == 0
+        assert store.ingest(both) == len(both)
+        assert store.projection_lag() == len(both)
+        rows = store.query("SELECT count(*) AS n FROM proj_decisions").column("n")[0].as_py()
+        assert rows == 2 + 60 + 40 and store.projection_lag() == 0
+        assert self.projections(store) == self.projections(small)
+        assert all(self.projections(small).values())
+
+    def test_a_small_batch_projects_the_large_one_before_it_in_order(self, store):
+        """A decision whose candidate came in a large batch not yet projected: the small batch's
+        own pass projects both, the candidate first, so the decision carries its identity."""
+        run = small_run(95)
+        assert len(run) >= PROJECT_INLINE_BELOW
+        store.ingest(envelopes("r1", run))
+        assert store.projection_lag() == len(run)
+        decided = candidate_events("c999", "def k(): return 999")
+        store.ingest(envelopes("r1", decided, start=len(run)))
+        assert store.projection_lag() == 0
+        row = store.query(
+            "SELECT source_hash, measurement_key, round FROM proj_decisions WHERE candidate_id = 'c999'"
+        ).to_pylist()
+        assert row == [
+            {
+                "source_hash": decided[0].source_hash,
+                "measurement_key": run[0].measurement_key,
+                "round": 1,
+            }
+        ]
+
+    def test_a_pass_cut_into_chunks_gives_the_same_rows(self, store, tmp_path, monkeypatch):
+        both = envelopes("r1", small_run(60, tag="b")) + envelopes("r2", small_run(40, tag="b"))
+        (tmp_path / "whole").mkdir()
+        whole = self.make_store(tmp_path / "whole")
+        whole.ingest(both)
+        assert whole.project() == len(both)
+        monkeypatch.setattr("tlxstore.store.PROJECT_CHUNK", 97)
+        store.ingest(both)
+        assert store.project() == len(both) and store.project() == 0
+        assert self.projections(store) == self.projections(whole)
 
     def test_ingested_run_reads_back_equal_in_seq_order(self, store):
         envs = envelopes("r1", small_run(3))

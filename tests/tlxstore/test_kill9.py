@@ -1,5 +1,7 @@
 """kill -9 of a writer at random moments, over and over: nothing acknowledged is lost, no partial
-batch is ever visible, and the next writer picks up where the log and the store stand.
+batch is ever visible, and the next writer picks up where the log and the store stand. And kill -9
+of a projection pass (the catch-up a read runs after large ingests): only whole transactions of it
+are ever visible, and the next reader finishes it with the same rows as an uninterrupted pass.
 
 Writers are forked from the test process (the libraries are already imported), so a hundred
 kills take seconds. Each writer resumes the same run: opens the log, catches the store up from
@@ -12,14 +14,20 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import time
 from collections import Counter
 from multiprocessing.sharedctypes import RawValue
 
+import duckdb
+from store_conformance import PROJECTIONS, envelopes
+
+import tlxstore.store
 from tlxstore.events import BuildFinished
 from tlxstore.runlog import RunLog, read_envelopes
 from tlxstore.store import Store
+from tlxstore.testing import small_run
 
 KILLS = 120
 IDLE, APPENDING, INGESTING = 0, 1, 2
@@ -125,3 +133,95 @@ def test_kill_9_at_random_moments_loses_nothing_acknowledged_and_shows_no_partia
     assert store.run_envelopes(RUN_ID) == final and len(final) >= log_acked.value > 0
     assert killed_in["append"] >= 20 and killed_in["ingest"] >= 30, killed_in
     print(f"{KILLS} kills in {elapsed:.1f} s ({dict(killed_in)}); {len(final)} events survived")
+
+
+# ---- a projection pass killed at random moments ---------------------------------------------------
+
+PASS_KILLS = 30
+CHUNK = 400  # events per transaction of the pass, so a kill can land between its transactions
+STARTING, PROJECTING = 1, 2
+
+
+def _bulk_run(run_id: str) -> list:
+    return envelopes(run_id, small_run(95, tag=run_id))
+
+
+def _projector(store_path, phase) -> None:
+    tlxstore.store.PROJECT_CHUNK = CHUNK  # in the forked writer only
+    store = Store(store_path)
+    phase.value = PROJECTING
+    store.project()
+
+
+def _raw(store_path, sql: str):
+    """A value read straight from the file (Store would bring the projections up to date first)."""
+    con = duckdb.connect(str(store_path), read_only=True)
+    try:
+        return con.execute(sql).fetchone()[0]
+    finally:
+        con.close()
+
+
+def _projected_match_events_below(store_path, done: int) -> bool:
+    """The projection tables hold exactly the events below projected_pos: counted per table."""
+    below = f"FROM events WHERE pos < {done}"
+    pairs = (
+        (
+            "SELECT count(*) FROM proj_candidates",
+            f"SELECT count(*) {below} AND type = 'CandidateProposed'",
+        ),
+        (
+            "SELECT count(*) FROM proj_decisions",
+            f"SELECT count(*) {below} AND type = 'DecisionMade'",
+        ),
+        (
+            "SELECT count(*) FROM proj_samples",
+            'SELECT coalesce(sum(len(from_json(payload, \'{"samples_us": "DOUBLE[]"}\').samples_us)), 0) '
+            f"{below} AND type = 'BenchmarkSampled'",
+        ),
+    )
+    return all(_raw(store_path, a) == _raw(store_path, b) for a, b in pairs)
+
+
+def test_kill_9_inside_a_projection_pass_leaves_only_whole_transactions(tmp_path):
+    template, reference = tmp_path / "lagging.duckdb", tmp_path / "reference.duckdb"
+    events = [e for r in ("r1", "r2") for e in _bulk_run(r)]
+    for path in (template, reference):
+        with Store(path) as store:
+            store.ingest(events)
+    with Store(reference) as store:
+        store.project()
+        want = {t: store.query(f"SELECT * FROM {t} ORDER BY ALL") for t in PROJECTIONS}
+    n = len(events)
+    rng = random.Random(7)
+    phase = RawValue("i", IDLE)
+    landed: Counter[str] = Counter()
+    for k in range(PASS_KILLS):
+        path = tmp_path / f"k{k}.duckdb"
+        shutil.copy(template, path)
+        phase.value = STARTING
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _projector(path, phase)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        _wait_for(phase, PROJECTING)
+        time.sleep(rng.uniform(0, 0.25))
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        done = _raw(path, "SELECT projected_pos FROM projection_state")
+        landed["before" if done == 0 else "after" if done == n else "between"] += 1
+        assert done == n or done % CHUNK == 0, (
+            f"kill {k}: projected_pos {done} is inside a transaction"
+        )
+        assert _projected_match_events_below(path, done), f"kill {k}: a partial pass is visible"
+        with Store(path) as store:  # the next reader finishes the pass
+            assert store.projection_lag() == n - done
+            got = {t: store.query(f"SELECT * FROM {t} ORDER BY ALL") for t in PROJECTIONS}
+        assert got == want, f"kill {k}: the finished pass differs from an uninterrupted one"
+        path.unlink()
+    assert landed["between"] >= 5, landed
+    print(f"{PASS_KILLS} kills of a {n}-event pass in {CHUNK}-event transactions: {dict(landed)}")

@@ -7,17 +7,28 @@ import os
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import pytest
+from click.testing import CliRunner
 from store_conformance import envelopes
 
-from tlxstore.errors import StoreBusyError, StoreError, StoreTooNewError
-from tlxstore.events import Envelope
+from cli.main import main
+from tlxstore.errors import EventConflictError, StoreBusyError, StoreError, StoreTooNewError
+from tlxstore.events import Envelope, new_event_id
 from tlxstore.locking import lock_path
-from tlxstore.store import COMPACT_EVERY, STORE_SCHEMA_VERSION, Store, store_sql
+from tlxstore.store import (
+    COMPACT_EVERY,
+    PROJECT_INLINE_BELOW,
+    STORE_SCHEMA_VERSION,
+    Store,
+    store_sql,
+)
 from tlxstore.testing import candidate_events, run_started, small_run
 
 
@@ -268,3 +279,155 @@ def test_a_store_in_an_older_storage_format_is_used_as_it_is_never_upgraded(stor
 def _storage_version_of_a_new_store(folder: Path) -> str:
     Store(folder / "new.duckdb").close()
     return _storage_version(folder / "new.duckdb")
+
+
+# ---- projections left to the next read ----------------------------------------------------------
+
+
+def _bulk(run_id: str) -> list[Envelope]:
+    events = small_run(95, tag=run_id)
+    assert len(events) >= PROJECT_INLINE_BELOW
+    return envelopes(run_id, events)
+
+
+def _as_v1(store_path: Path) -> None:
+    """Turn a store into what tlxdb's store schema v1 wrote: no events.pos, no projection_state."""
+    con = duckdb.connect(str(store_path))
+    con.execute("ALTER TABLE events DROP COLUMN pos")
+    con.execute("DROP TABLE projection_state")
+    con.execute("UPDATE tlxdb_meta SET value = '1' WHERE key = 'store_schema_version'")
+    con.close()
+
+
+def test_a_v1_store_is_upgraded_on_open_and_keeps_its_projections(store_path):
+    store = Store(store_path)
+    old = envelopes("old", small_run(3))
+    store.ingest(old)
+    before = {
+        t: store.query(f"SELECT * FROM {t} ORDER BY ALL")
+        for t in ("proj_decisions", "proj_samples")
+    }
+    store.close()
+    _as_v1(store_path)
+    store = Store(store_path)
+    con = duckdb.connect(str(store_path), read_only=True)
+    assert con.execute(
+        "SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'"
+    ).fetchone() == ("2",)
+    assert con.execute("SELECT count(*) FROM events WHERE pos IS NULL").fetchone() == (len(old),)
+    con.close()
+    assert store.projection_lag() == 0
+    for table, rows in before.items():  # nothing projected twice
+        assert store.query(f"SELECT * FROM {table} ORDER BY ALL") == rows
+    store.ingest(_bulk("new"))
+    n = store.query("SELECT count(*) AS n FROM proj_decisions").column("n")[0].as_py()
+    assert n == 4 + 96
+
+
+@contextmanager
+def _unwritable(store_path: Path) -> Iterator[None]:
+    """The store file made read-only for this process: by its mode, or for root (whom modes do not
+    stop) by the immutable attribute; skips where neither is possible."""
+    if os.geteuid() != 0:
+        store_path.chmod(0o444)
+        try:
+            yield
+        finally:
+            store_path.chmod(0o644)
+        return
+    if subprocess.run(["chattr", "+i", str(store_path)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(store_path)], check=True)
+
+
+def test_a_store_whose_views_lag_and_that_is_not_writable_says_so_in_one_line(store_path):
+    store = Store(store_path)
+    bulk = _bulk("r1")
+    store.ingest(bulk)
+    store.close()
+    with _unwritable(store_path):
+        out = CliRunner().invoke(
+            main, ["query", "SELECT count(*) FROM proj_candidates", "--store", str(store_path)]
+        )
+        assert out.exit_code == 1, out.output
+        (line,) = out.stderr.strip().splitlines()
+        assert f"{len(bulk)} events of store {store_path} are not in its views yet" in line
+        assert "not writable" in line
+        assert Store(store_path).run_envelopes("r1") == bulk  # the events themselves read as ever
+    assert Store(store_path).projection_lag() == len(bulk)
+
+
+def test_a_v1_store_that_cannot_be_upgraded_is_read_as_it_is(store_path):
+    Store(store_path).ingest(envelopes("r1", small_run(2)))
+    _as_v1(store_path)
+    with _unwritable(store_path):
+        store = Store(store_path, create=False)
+        assert store.projection_lag() == 0
+        n = store.query("SELECT count(*) AS n FROM proj_decisions").column("n")[0].as_py()
+        assert n == 3
+    con = duckdb.connect(str(store_path), read_only=True)
+    assert con.execute(
+        "SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'"
+    ).fetchone() == ("1",)
+    con.close()
+
+
+def test_bulk_ingests_merge_nothing_and_the_pass_after_them_merges_every_table(store_path):
+    store = Store(store_path)
+    for i in range(3):
+        store.ingest(_bulk(f"bulk{i}"))
+    con = duckdb.connect(str(store_path), read_only=True)
+    (groups,) = con.execute(
+        "SELECT count(DISTINCT row_group_id) FROM pragma_storage_info('events')"
+    ).fetchone()
+    con.close()
+    assert groups == 3  # one per ingest, none merged
+    store.project()
+    assert _row_groups(store, "events") == 1 and _row_groups(store, "proj_samples") == 1
+
+
+def test_new_event_ids_are_uuid7_and_their_keys_grow_with_time(store_path):
+    ids = [new_event_id() for _ in range(50)]
+    time.sleep(0.003)
+    later = new_event_id()
+    assert all(uuid.UUID(i).version == 7 and uuid.UUID(i).hex == i for i in ids)
+    assert len(set(ids)) == len(ids) and max(ids) < later
+    con = duckdb.connect()
+    con.execute(store_sql("macros"))
+    keys = [con.execute("SELECT tlx_id_key(?)", [i]).fetchone()[0] for i in (*ids, later)]
+    assert keys == [int(i[:15], 16) for i in (*ids, later)]  # the id's own first 60 bits
+    for other in ("r1-0", uuid.uuid4().hex, "z" * 12 + "7" + "z" * 19):  # any other id: its md5
+        assert con.execute("SELECT tlx_id_key(?) = tlx_key(?)", [other, other]).fetchone() == (
+            True,
+        )
+
+
+def test_a_reused_uuid7_id_is_found_among_many_blocks(store_path):
+    store = Store(store_path)
+    first = [
+        Envelope(
+            event_id=new_event_id(), run_id="r1", seq=i, recorded_at=datetime.now(UTC), event=e
+        )
+        for i, e in enumerate(small_run(95))
+    ]
+    store.ingest(first)
+    for i in range(3):
+        store.ingest(_bulk(f"later{i}"))
+    stolen = first[500].model_copy(update={"run_id": "r9", "seq": 0})
+    with pytest.raises(
+        EventConflictError, match=f"{first[500].event_id} is already stored as run r1 seq 500"
+    ):
+        store.ingest([stolen])
+
+
+def test_a_reader_sees_a_bulk_ingest_another_store_object_made_after_its_last_read(store_path):
+    reader, writer = Store(store_path), Store(store_path)
+    count = "SELECT count(*) AS n FROM proj_candidates"
+    assert reader.query(count).column("n")[0].as_py() == 0  # no lag seen at this generation
+    bulk = _bulk("r1")
+    writer.ingest(bulk)
+    assert reader.query(count).column("n")[0].as_py() == 96
+    assert writer.projection_lag() == 0

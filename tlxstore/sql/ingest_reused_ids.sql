@@ -1,9 +1,8 @@
--- A fresh event whose id the store already holds at another (run, seq). The integer keys are
--- matched first over the one id_key column; the texts are read only for rows whose key matched.
-WITH hits AS MATERIALIZED (
-    SELECT id_key FROM events WHERE id_key IN (SELECT tlx_key(event_id) FROM fresh)
-)
+-- A fresh event whose id the store already holds at another (run, seq): the integer keys and the
+-- ids matched in one join. DuckDB passes the min and max of the batch's keys to the scan of
+-- `events`, which then skips every block whose keys lie outside them; ids from new_event_id have
+-- keys that grow with time (tlx_id_key), so a live batch reads only the newest blocks.
 SELECT e.event_id, e.run_id, e.seq
 FROM events e
-WHERE e.id_key IN (SELECT id_key FROM hits) AND e.event_id IN (SELECT event_id FROM fresh)
+SEMI JOIN (SELECT tlx_id_key(event_id) AS k, event_id FROM fresh) f ON e.id_key = f.k AND e.event_id = f.event_id
 LIMIT 1

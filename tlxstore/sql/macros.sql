@@ -2,3 +2,11 @@
 -- lookups scan integers, not 71-character strings; the text itself is always compared too.
 -- md5 is fixed by its standard, so stored keys never change with the DuckDB version.
 CREATE OR REPLACE TEMPORARY MACRO tlx_key(s) AS CAST(('0x' || substr(md5(s), 1, 15)) AS BIGINT);
+
+-- tlx_id_key(event_id): the key of an event id. An id shaped as new_event_id makes them (a UUIDv7 in
+-- 32 hex digits: 48 bits of time in ms, then the version digit 7) keeps its own first 60 bits, so
+-- keys grow with time and a range of keys prunes the scan to the blocks of that stretch of time;
+-- any other id gets tlx_key. A key only narrows a search: the ids themselves are compared after it.
+CREATE OR REPLACE TEMPORARY MACRO tlx_id_key(s) AS coalesce(
+    CASE WHEN length(s) = 32 AND substr(s, 13, 1) = '7' THEN TRY_CAST(('0x' || substr(s, 1, 15)) AS BIGINT) END,
+    tlx_key(s));

@@ -1,6 +1,7 @@
--- The store's tables (store schema version 1). Created once, in one transaction, by the first writer.
--- `events` is the truth (one row per event, record form, payload as JSON text); every other table
--- is a projection written in the same transaction as the events it derives from. *_key columns
+-- The store's tables (store schema version 2). Created once, in one transaction, by the first writer.
+-- `events` is the truth (one row per event, record form, payload as JSON text); the proj_* tables
+-- are projections of it, brought up to date through `projection_state.projected_pos` (Store.project:
+-- in the ingest's own transaction for a small batch, by the next reader after a large one). *_key columns
 -- are tlx_key() of the text beside them (macros.sql): integer keys for fast scans and joins.
 -- No PRIMARY KEY / UNIQUE: DuckDB's ART indexes make every checkpoint rewrite them (seconds on
 -- millions of rows); uniqueness is enforced by Store.ingest under the exclusive store lock.
@@ -14,9 +15,15 @@ CREATE TABLE events (
     recorded_at TIMESTAMPTZ NOT NULL,
     type VARCHAR NOT NULL,
     schema_version INTEGER NOT NULL,
-    payload VARCHAR NOT NULL,  -- JSON text (validated by the codec before it gets here)
-    id_key BIGINT NOT NULL
+    payload VARCHAR NOT NULL USING COMPRESSION zstd,  -- JSON text (validated by the codec before it gets here)
+    id_key BIGINT NOT NULL,
+    pos BIGINT  -- the order events entered the store, dense from 0; NULL for those a v1 store held
 );
+
+-- One row. next_pos: the pos the next ingested event gets. projected_pos: every event below it is in
+-- the proj_* tables, none at or above it. catch_ups: how many projection passes have committed.
+CREATE TABLE projection_state (next_pos BIGINT NOT NULL, projected_pos BIGINT NOT NULL, catch_ups BIGINT NOT NULL);
+INSERT INTO projection_state VALUES (0, 0, 0);
 
 -- next expected seq per run: the gapless-sequence check and the event count
 CREATE TABLE run_heads (run_id VARCHAR NOT NULL, next_seq BIGINT NOT NULL);

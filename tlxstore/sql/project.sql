@@ -1,8 +1,7 @@
--- Append the fresh events and their projections, in the ingest's transaction. Each payload is
--- parsed once (from_json into a struct), never once per field.
-INSERT INTO events
-SELECT event_id, run_id, seq, recorded_at, type, schema_version, payload, tlx_key(event_id) FROM fresh;
-
+-- The projections of the events in `unprojected` (project_tail.sql), one INSERT per table, run in
+-- one transaction with the advance of projection_state.projected_pos. Each payload is parsed once
+-- (from_json into a struct), never once per field. A projection joins what earlier passes stored
+-- (a decision its candidate, an exclusion its run), so passes run in pos order.
 INSERT INTO proj_runs
 SELECT
     run_id, recorded_at, p.host, p.device.kind, p.device.backend, p.provider, p.model, p.kernel_path,
@@ -13,7 +12,7 @@ FROM (
         "provider": "VARCHAR", "model": "VARCHAR", "kernel_path": "VARCHAR", "kernel_sha256": "VARCHAR",
         "bundle_digest": "VARCHAR", "measurement_key": "VARCHAR", "output_dir": "VARCHAR", "label": "VARCHAR",
         "tool_versions": {"triton": "VARCHAR", "torch": "VARCHAR"}}') AS p
-    FROM fresh WHERE type = 'RunStarted'
+    FROM unprojected WHERE type = 'RunStarted'
 );
 
 INSERT INTO proj_candidates
@@ -26,7 +25,7 @@ FROM (
     SELECT run_id, seq, recorded_at, from_json(payload, '{"candidate_id": "VARCHAR", "round": "INTEGER",
         "parent_id": "VARCHAR", "provider": "VARCHAR", "hypothesis": "VARCHAR", "hypothesis_kind": "VARCHAR",
         "source_hash": "VARCHAR", "normalized_hash": "VARCHAR", "knobs": "JSON"}') AS p
-    FROM fresh WHERE type = 'CandidateProposed'
+    FROM unprojected WHERE type = 'CandidateProposed'
 ) c
 LEFT JOIN proj_runs r ON r.run_id = c.run_id;
 
@@ -41,7 +40,7 @@ FROM (
         SELECT run_id, seq, recorded_at, from_json(payload, '{"candidate_id": "VARCHAR", "outcome": "VARCHAR",
             "reason": "VARCHAR", "speedup": "DOUBLE", "ci_low": "DOUBLE", "ci_high": "DOUBLE",
             "compared_to": "VARCHAR"}') AS p
-        FROM fresh WHERE type = 'DecisionMade'
+        FROM unprojected WHERE type = 'DecisionMade'
     )
 ) d
 LEFT JOIN proj_candidates c ON c.cand_key = d.k AND c.run_id = d.run_id AND c.candidate_id = d.p.candidate_id;
@@ -52,7 +51,7 @@ SELECT run_id, p.candidate_id, p.case_id, p.phase, p.block, unnest(range(len(p.s
 FROM (
     SELECT run_id, seq, from_json(payload, '{"candidate_id": "VARCHAR", "case_id": "VARCHAR", "phase": "VARCHAR",
         "block": "INTEGER", "samples_us": "DOUBLE[]"}') AS p
-    FROM fresh WHERE type = 'BenchmarkSampled'
+    FROM unprojected WHERE type = 'BenchmarkSampled'
 );
 
 INSERT INTO proj_sources
@@ -61,7 +60,7 @@ WITH n AS (
     FROM (
         SELECT from_json(payload, '{"source_hash": "VARCHAR", "normalized_hash": "VARCHAR", "text": "VARCHAR",
             "size_bytes": "BIGINT"}') AS p
-        FROM fresh WHERE type = 'SourceStored'
+        FROM unprojected WHERE type = 'SourceStored'
     )
 ),
 -- stored sources that may be the same: their keys matched first, the hashes read only for those
@@ -77,9 +76,6 @@ SELECT
 FROM (
     SELECT run_id, seq, from_json(payload, '{"candidate_id": "VARCHAR", "signature": "VARCHAR",
         "outcome": "VARCHAR", "reason": "VARCHAR", "hypothesis": "VARCHAR"}') AS p
-    FROM fresh WHERE type = 'ExclusionRecorded'
+    FROM unprojected WHERE type = 'ExclusionRecorded'
 ) x
 LEFT JOIN proj_runs r ON r.run_id = x.run_id;
-
-DELETE FROM run_heads WHERE run_id IN (SELECT run_id FROM fresh);
-INSERT INTO run_heads SELECT run_id, max(seq) + 1 FROM fresh GROUP BY run_id;
