@@ -3,8 +3,10 @@
 Measures, each with the real library calls:
 - batched append throughput: Store.ingest of 10,000-event batches of a realistic event mix
   (events/s over all batches, and the p50), on an empty store and on the big store, and of
-  50k- and 100k-event batches; RunLog.append of 10k-event batches; a whole 100k-event run log
-  read back (read_envelopes) and ingested end to end (Store.ingest_log, as `tlxdb import`);
+  50k- and 100k-event batches, each followed by the projection pass the next read runs
+  (Store.project, timed, and a rate with it counted); RunLog.append of 10k-event batches; a
+  whole 100k-event run log read back (read_envelopes), ingested end to end (Store.ingest_log)
+  and projected (as `tlxdb import`);
 - the p50 of one durable append: RunLog.append of one event (write + fsync), and Store.ingest of
   one event (lock, DuckDB transaction, checkpoint);
 - on a store holding 1M candidates and 10M samples (generated in SQL, see
@@ -40,7 +42,7 @@ import pydantic
 
 from queries import lookups
 from queries.replica import replica_of
-from tlxstore.events import Envelope, Event, Outcome
+from tlxstore.events import Envelope, Event, Outcome, new_event_id
 from tlxstore.fold import fold
 from tlxstore.runlog import RunLog, read_envelopes
 from tlxstore.store import Store, store_sql
@@ -56,7 +58,7 @@ TARGETS = {
 
 
 # Store.last_ingest's parts (tlxstore.store.IngestTimings), reported per batch size
-INGEST_PARTS = ("table_ms", "lock_attach_ms", "sql_ms", "commit_ms", "release_ms")
+INGEST_PARTS = ("table_ms", "lock_attach_ms", "sql_ms", "project_ms", "commit_ms", "release_ms")
 
 
 def p50(values: list[float]) -> float:
@@ -84,13 +86,15 @@ def mixed_events(n: int, tag: str) -> list[Event]:
 def envelopes(run_id: str, events: list[Event], start: int = 0) -> list[Envelope]:
     now = datetime.now(UTC)
     return [
-        Envelope(event_id=uuid.uuid4().hex, run_id=run_id, seq=start + i, recorded_at=now, event=e)
+        Envelope(event_id=new_event_id(), run_id=run_id, seq=start + i, recorded_at=now, event=e)
         for i, e in enumerate(events)
     ]
 
 
 def bench_ingest(store: Store, batches: int, batch_size: int, tag: str) -> dict[str, float]:
-    """Events/s of Store.ingest over `batches` batches (one new run each, as a loop appends)."""
+    """Events/s of Store.ingest over `batches` batches (one new run each, as a loop appends), then
+    the projection pass that the next read runs for them (Store.project), timed on its own and
+    counted into a second rate: what the batches cost until the views show them."""
     rates = []
     total_s = 0.0
     parts: dict[str, list[float]] = {}
@@ -106,11 +110,18 @@ def bench_ingest(store: Store, batches: int, batch_size: int, tag: str) -> dict[
         total_s += dt
         for part in INGEST_PARTS:
             parts.setdefault(part, []).append(getattr(store.last_ingest, part))
+    t0 = time.perf_counter()
+    projected = store.project()
+    pass_s = time.perf_counter() - t0
+    assert store.projection_lag() == 0
     return {
         "batches": batches,
         "batch_size": batch_size,
         "events_per_s_p50": p50(rates),
         "events_per_s_total": batches * batch_size / total_s,
+        "pass_events": projected,
+        "pass_s": pass_s,
+        "events_per_s_with_pass": batches * batch_size / (total_s + pass_s),
         **{f"{part}_p50": p50(values) for part, values in parts.items()},
     }
 
@@ -149,10 +160,15 @@ def bench_log_ingest(folder: Path, store: Store, events: int) -> dict[str, float
     added = store.ingest_log(log.path)
     ingest_s = time.perf_counter() - t0
     assert added == events
+    t0 = time.perf_counter()
+    store.project()  # as `tlxdb import` does after its ingest
+    pass_s = time.perf_counter() - t0
     return {
         "events": events,
         "read_events_per_s": events / read_s,
         "ingest_log_events_per_s": events / ingest_s,
+        "pass_s": pass_s,
+        "import_events_per_s": events / (ingest_s + pass_s),
         **{f"{part}_p50": getattr(store.last_ingest, part) for part in INGEST_PARTS},
     }
 
@@ -406,8 +422,10 @@ def main() -> None:
 
 def _rate(ingest: dict) -> str:
     return (
-        f"{ingest['events_per_s_p50']:,.0f} events/s (p50 of {ingest['batches']} batches; "
-        f"{ingest['events_per_s_total']:,.0f} over all)"
+        f"{ingest['events_per_s_total']:,.0f} events/s over all {ingest['batches']} batches "
+        f"(p50 of the batches {ingest['events_per_s_p50']:,.0f}); with the projection pass after "
+        f"them ({ingest['pass_s']:.2f} s for {ingest['pass_events']:,} events): "
+        f"{ingest['events_per_s_with_pass']:,.0f}"
     )
 
 
@@ -421,13 +439,14 @@ def render(res: dict) -> str:
     lk, big = res["lookups"], res["big_store"]
     rows = [
         (
-            "batched ingest, empty store (Store.ingest, 16 batches of 10k events; every 8th "
-            "ingest's COMMIT merges row groups)",
+            "batched ingest, empty store (Store.ingest, 16 batches of 10k events: each appends "
+            "its events and leaves their projections to the next read, whose pass merges row groups)",
             _rate(res["ingest_empty_store"]),
         ),
         (
             "  where one 10k-event ingest goes, p50: Arrow table in Python / lock + attach / "
-            "SQL (checks, inserts) / COMMIT (checkpoint included) / generation + detach",
+            "SQL (checks, append) / projection in the ingest (small batches only) / COMMIT "
+            "(checkpoint included) / detach + unlock",
             _split(res["ingest_empty_store"]),
         ),
         (
@@ -448,9 +467,11 @@ def render(res: dict) -> str:
         ),
         (
             f"a whole run log of {res['log_ingest']['events']:,} events: read back "
-            "(read_envelopes) / Store.ingest_log end to end (read + one ingest)",
+            "(read_envelopes) / Store.ingest_log end to end (read + one ingest) / as `tlxdb "
+            "import` (ingest_log, then the projection pass)",
             f"{res['log_ingest']['read_events_per_s']:,.0f} / "
-            f"{res['log_ingest']['ingest_log_events_per_s']:,.0f} events/s",
+            f"{res['log_ingest']['ingest_log_events_per_s']:,.0f} / "
+            f"{res['log_ingest']['import_events_per_s']:,.0f} events/s",
         ),
         (
             "  where its one ingest goes (same parts)",
@@ -537,8 +558,12 @@ def render(res: dict) -> str:
         "|---|---|",
         *[f"| {a} | {b} |" for a, b in rows],
         "",
-        "The ingest target is checked against the rate over all 16 batches of 10k events "
-        "(compactions included), not the p50 of the batches.",
+        "The ingest target is checked against the append rate over all 16 batches of 10k events "
+        "(Store.ingest: checks, the events, their run heads; durable at COMMIT). The projections "
+        "(proj_* tables the views read) are not written by a batch this large: the next read "
+        "projects every batch since the last in one pass, which also merges row groups. The "
+        "rate with that pass counted is beside it in the table, and is the cost of an import "
+        "until its views show it.",
         "",
         "| target | value | met |",
         "|---|---|---|",

@@ -4,7 +4,12 @@
 -- SourceStored, CandidateProposed, BenchmarkSampled x2, DecisionMade, and ExclusionRecorded
 -- (rejected/failed) or CaseVerified (promoted). Payloads are valid events of schema v1, so the
 -- generated runs fold like real ones; the projection tables are filled as ingest fills them
--- (tlx_key comes from tlxstore/sql/macros.sql, run first).
+-- (tlx_key comes from tlxstore/sql/macros.sql, run first). Event ids are shaped as new_event_id makes
+-- them (UUIDv7: 48 bits of the event's time in ms first), so they sort by time as live ones do; every
+-- event gets its pos in the order it is inserted, and all of them count as projected.
+
+CREATE TEMPORARY MACRO gen_id(ts, s) AS
+    printf('%012x', epoch_ms(ts)) || '7' || substr(md5(s), 1, 3) || '8' || substr(md5(s), 4, 15);
 
 CREATE TEMPORARY TABLE gen AS
 SELECT
@@ -25,12 +30,14 @@ FROM range(getvariable('runs')) a(r), range(getvariable('cands')) b(c)
 ORDER BY r, c;  -- run by run, as ingest appends them
 
 INSERT INTO events
-SELECT *, tlx_key(event_id) FROM (
-SELECT md5(printf('rb%07d', r) || '/0') AS event_id, printf('rb%07d', r), 0,
+SELECT * EXCLUDE (r), tlx_id_key(event_id), r FROM (
+SELECT gen_id(TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(CAST(r AS BIGINT)), printf('rb%07d', r) || '/0') AS event_id,
+       printf('rb%07d', r), 0,
        TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(CAST(r AS BIGINT)), 'RunStarted', 1,
        printf('{"argv":["tlxdb","optimize","--kernel","k.py"],"host":"bench-host","device":{"kind":"NVIDIA H200","backend":"cuda","architecture":"sm_90","num_sms":132,"l2_bytes":null},"tool_versions":{"tlxdb":"0.1.0","python":"3.12","triton":"3.6.0","torch":"2.11.0","cuda":null,"duckdb":null},"thresholds":{"max_rounds":5,"candidates_per_round":20,"max_candidate_seconds":600.0,"max_total_seconds":3600.0,"min_speedup":1.01,"max_cv":0.1,"benchmark_repetitions":10},"provider":"tune","model":null,"kernel_path":"/k/kernel.py","kernel_sha256":"%s","bundle_files":{"harness.py":"%s"},"bundle_digest":"%s","measurement_key":"%s","output_dir":"/out/rb%07d","prior_runs":[],"resumed_from":null,"label":null}',
               'sha256:' || sha256('kernel' || r), 'sha256:' || sha256('harness' || (r % getvariable('keys'))),
-              'sha256:' || sha256('bundle' || (r % getvariable('keys'))), 'sha256:' || sha256('key' || (r % getvariable('keys'))), r)
+              'sha256:' || sha256('bundle' || (r % getvariable('keys'))), 'sha256:' || sha256('key' || (r % getvariable('keys'))), r),
+       r
 FROM range(getvariable('runs')) a(r)
 );
 
@@ -41,30 +48,31 @@ SELECT printf('rb%07d', r), TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(CA
 FROM range(getvariable('runs')) a(r);
 
 INSERT INTO events
-SELECT *, tlx_key(event_id) FROM (
-SELECT md5(run_id || '/' || seq0) AS event_id, run_id, seq0, ts, 'SourceStored', 1,
+SELECT event_id, run_id, seq, ts, type, v, payload, tlx_id_key(event_id), getvariable('runs') + row_number() OVER (ORDER BY run_id, seq) - 1
+FROM (
+SELECT gen_id(ts, run_id || '/' || seq0) AS event_id, run_id, seq0 AS seq, ts, 'SourceStored' AS type, 1 AS v,
        printf('{"source_hash":"%s","normalized_hash":"%s","text":"%s","size_bytes":%d}', source_hash, normalized_hash,
               printf('def kernel(x, BLOCK=%d, num_warps=%d):  # candidate %s of %s', block, warps, candidate_id, run_id),
-              length(printf('def kernel(x, BLOCK=%d, num_warps=%d):  # candidate %s of %s', block, warps, candidate_id, run_id)))
+              length(printf('def kernel(x, BLOCK=%d, num_warps=%d):  # candidate %s of %s', block, warps, candidate_id, run_id))) AS payload
 FROM gen
 UNION ALL
-SELECT md5(run_id || '/' || (seq0 + 1)), run_id, seq0 + 1, ts, 'CandidateProposed', 1,
+SELECT gen_id(ts, run_id || '/' || (seq0 + 1)), run_id, seq0 + 1, ts, 'CandidateProposed', 1,
        printf('{"candidate_id":"%s","parent_id":"baseline","round":%d,"provider":"tune","hypothesis":"BLOCK %d with %d warps moves more bytes per program","evidence":"dram 61%% of peak","change":"BLOCK=%d,num_warps=%d","expected_effect":"+5%%","risk":"register pressure","hypothesis_kind":"launch_config","commit_title":null,"commit_summary":null,"source_hash":"%s","normalized_hash":"%s","knobs":{"BLOCK":%d,"num_warps":%d},"prompt_hash":null,"exchange_id":null,"tokens_in":null,"tokens_out":null,"cost_usd":null,"replays":null}',
               candidate_id, 1 + c // 20, block, warps, block, warps, source_hash, normalized_hash, block, warps)
 FROM gen
 UNION ALL
-SELECT md5(run_id || '/' || (seq0 + 2 + k)), run_id, seq0 + 2 + k, ts, 'BenchmarkSampled', 1,
+SELECT gen_id(ts, run_id || '/' || (seq0 + 2 + k)), run_id, seq0 + 2 + k, ts, 'BenchmarkSampled', 1,
        printf('{"candidate_id":"%s","case_id":"%s","phase":"round","block":0,"samples_us":[%s],"warmup_count":5,"cache_policy":"flush_l2","bytes_moved":268435456,"flops":null}',
               candidate_id, CASE k WHEN 0 THEN 'small' ELSE 'large' END,
               array_to_string([round((100.0 + 900.0 * k) / speedup * (1 + i / 200.0), 3) FOR i IN range(5)], ','))
 FROM gen, range(2) cs(k)
 UNION ALL
-SELECT md5(run_id || '/' || (seq0 + 4)), run_id, seq0 + 4, ts, 'DecisionMade', 1,
+SELECT gen_id(ts, run_id || '/' || (seq0 + 4)), run_id, seq0 + 4, ts, 'DecisionMade', 1,
        printf('{"candidate_id":"%s","outcome":"%s","reason":"speedup %.4f","speedup":%.4f,"ci_low":%.4f,"ci_high":%.4f,"compared_to":"baseline","cases":[]}',
               candidate_id, outcome, speedup, speedup, speedup - 0.01, speedup + 0.01)
 FROM gen
 UNION ALL
-SELECT md5(run_id || '/' || (seq0 + 5)), run_id, seq0 + 5, ts,
+SELECT gen_id(ts, run_id || '/' || (seq0 + 5)), run_id, seq0 + 5, ts,
        CASE WHEN outcome = 'promoted' THEN 'CaseVerified' ELSE 'ExclusionRecorded' END, 1,
        CASE WHEN outcome = 'promoted'
             THEN printf('{"candidate_id":"%s","case_id":"large","passed":true,"phase":"round","attempt":3,"seed":null,"diagnostics":"","metrics":{"max_abs_error":0.0}}', candidate_id)
@@ -108,3 +116,5 @@ FROM gen, range(2) cs(k), range(5) sm(i)
 ORDER BY r, c, k, i;
 
 INSERT INTO run_heads SELECT printf('rb%07d', r), 1 + getvariable('cands') * 6 FROM range(getvariable('runs')) a(r);
+
+UPDATE projection_state SET next_pos = (SELECT count(*) FROM events), projected_pos = (SELECT count(*) FROM events);

@@ -1,18 +1,18 @@
-"""Where one 50,000-event Store.ingest spends its time (Python tables, each SQL statement, commit,
-checkpoint). A companion of store_bench.py, for reading its throughput figure."""
+"""Where one 50,000-event Store.ingest spends its time (Python table, each SQL statement of the
+append, COMMIT with its checkpoint), and then the projection pass over those events (each
+statement of project.sql, COMMIT). A companion of store_bench.py, for reading its figures."""
 
 from __future__ import annotations
 
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 
-from tlxstore.events import Envelope
-from tlxstore.store import Store, incoming_table, store_sql
+from tlxstore.events import Envelope, new_event_id
+from tlxstore.store import Store, _projection_statements, incoming_table, store_sql
 from tlxstore.testing import candidate_events, run_started
 
 
@@ -26,7 +26,7 @@ def main() -> None:
         i += 1
     now = datetime.now(UTC)
     envs = [
-        Envelope(event_id=uuid.uuid4().hex, run_id="r1", seq=n, recorded_at=now, event=e)
+        Envelope(event_id=new_event_id(), run_id="r1", seq=n, recorded_at=now, event=e)
         for n, e in enumerate(events[:50_000])
     ]
     t0 = time.perf_counter()
@@ -45,11 +45,18 @@ def main() -> None:
         ("checks", store_sql("ingest_checks")),
         ("reused ids", store_sql("ingest_reused_ids")),
     ]
-    for stmt in store_sql("ingest_write").split(";"):
-        lines = [ln for ln in stmt.strip().splitlines() if ln.startswith(("INSERT", "DELETE"))]
-        if lines:
-            statements.append((lines[0][:40], stmt))
-    statements.append(("COMMIT", "COMMIT"))
+    for stmt in duckdb.extract_statements(store_sql("ingest_append")):
+        first = next(ln for ln in stmt.query.strip().splitlines() if not ln.startswith("--"))
+        statements.append((first[:40], stmt.query))
+    statements += [("COMMIT", "COMMIT"), ("pass: BEGIN", "BEGIN")]
+    statements.append(
+        (
+            "pass: unprojected",
+            store_sql("project_tail").replace("$lo", "0").replace("$hi", str(len(envs))),
+        )
+    )
+    statements += [(f"pass: {kind}", sql) for kind, sql in _projection_statements()]
+    statements.append(("pass: COMMIT", "COMMIT"))
     for name, sql in statements:
         t0 = time.perf_counter()
         con.execute(sql)
