@@ -6,7 +6,8 @@ attaches the file into a cold buffer pool and reads compressed column segments: 
 milliseconds. This replica keeps in memory the columns of proj_decisions and proj_exclusions
 the lookups read (Arrow rows, a numpy index per integer key column), and refreshes them only when
 the store's generation counter (`<store>.gen`, bumped under the exclusive lock by every ingest
-that added rows) has moved, by reading just the rows appended since. A lookup with the
+that added rows) has moved, by reading just the rows appended since (through Store.query, which
+first runs the projection pass if large ingests left events behind). A lookup with the
 generation unchanged reads one small file and never touches the store: it finds the positions
 of its keys, takes those rows and runs its statement (statements/*.sql) over just them.
 
