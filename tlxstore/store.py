@@ -413,16 +413,7 @@ class Store:
             if row is None or int(row[0]) != 1:
                 return  # upgraded by another process meanwhile
             con.execute("BEGIN")
-            con.execute("ALTER TABLE events ADD COLUMN pos BIGINT")
-            con.execute(
-                "CREATE TABLE projection_state (next_pos BIGINT NOT NULL, "
-                "projected_pos BIGINT NOT NULL, catch_ups BIGINT NOT NULL)"
-            )
-            con.execute("INSERT INTO projection_state VALUES (0, 0, 0)")
-            con.execute(
-                "UPDATE tlxdb_meta SET value = ? WHERE key = 'store_schema_version'",
-                [str(STORE_SCHEMA_VERSION)],
-            )
+            con.execute(store_sql("upgrade_v2"))
             con.execute("COMMIT")
 
     @property
@@ -473,8 +464,8 @@ class Store:
 
     @staticmethod
     def _merge_if_due(con: duckdb.DuckDBPyConnection, projected: int) -> None:
-        """Whether this transaction's COMMIT merges small row groups (of every table): only with
-        a projection pass, and then if the pass covered a bulk of events (PROJECT_INLINE_BELOW or
+        """Set whether this transaction's COMMIT merges small row groups (of every table): only
+        with a projection pass, and then if the pass covered a bulk of events (PROJECT_INLINE_BELOW or
         more: it writes large row groups anyway, and the events it covers were appended in
         groups left for a pass to merge) or if it is the COMPACT_EVERY-th pass. A small ingest is
         its own pass, so its row groups are merged once every COMPACT_EVERY ingests."""
