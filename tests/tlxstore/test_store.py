@@ -324,6 +324,29 @@ def test_a_v1_store_is_upgraded_on_open_and_keeps_its_projections(store_path):
     assert n == 4 + 96
 
 
+def test_a_v1_store_holding_uuid7_shaped_ids_still_refuses_their_reuse(store_path):
+    """v1 keyed every id by md5; after the upgrade such an id is keyed by its own bits, and a
+    reuse of it in another run is still found."""
+    store = Store(store_path)
+    env = Envelope(
+        event_id=new_event_id(),
+        run_id="r1",
+        seq=0,
+        recorded_at=datetime.now(UTC),
+        event=run_started(),
+    )
+    store.ingest([env])
+    store.close()
+    _as_v1(store_path)
+    con = duckdb.connect(str(store_path))
+    con.execute(store_sql("macros"))
+    con.execute("UPDATE events SET id_key = tlx_key(event_id)")  # as v1 stored it
+    con.close()
+    store = Store(store_path)
+    with pytest.raises(EventConflictError, match=f"{env.event_id} is already stored as run r1"):
+        store.ingest([env.model_copy(update={"run_id": "r9"})])
+
+
 @contextmanager
 def _unwritable(store_path: Path) -> Iterator[None]:
     """The store file made read-only for this process: by its mode, or for root (whom modes do not
