@@ -3,14 +3,14 @@
     python benchmarks/hopper_sweep.py --out DIR [--examples softmax,rmsnorm,matmul] [--quick]
 
 For every configuration of a fixed grid (the knobs tune searches), the source is rewritten with
-optimizer.knobs, then the bundle's own harness builds, verifies and benchmarks it on every case,
+optimizer.providers.knobs, then the bundle's own harness builds, verifies and benchmarks it on every case,
 in this process. The untuned start is measured too, and the references (a device copy; torch's
 softmax / rms_norm / matmul). One JSON file per example goes to DIR, with every sample.
 Throughput is reported as a fraction of the measured copy bandwidth (memory-bound kernels) or of
 torch.matmul (the matmul), and of FACTS.md's H200 copy figure, 4.24 TB/s.
 
 `--target host` runs the same on the CPU interpreter with tiny grids: that is how the script is
-tested without a GPU. Needs torch, triton and tlxdb's optimizer.knobs (pydantic).
+tested without a GPU. Needs torch, triton and tlxdb's optimizer.providers.knobs (pydantic).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from optimizer.knobs import apply_knobs, knob_values  # noqa: E402
+from optimizer.providers.knobs import apply_knobs, knob_values  # noqa: E402
 
 FACTS_COPY_BYTES_PER_S = 4.24e12  # ../shared/FACTS.md: H200 device-to-device copy, read + write
 

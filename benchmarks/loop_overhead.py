@@ -1,7 +1,7 @@
 """tlxdb's own time per candidate: everything the loop does besides evaluating (harness child
 processes) and proposing (the provider).
 
-Two measurements, both through the real library API (optimizer.runs.optimize) with a real store:
+Two measurements, both through the real library API (optimizer.run.lifecycle.optimize) with a real store:
 
 1. `instant`: a harness that returns instantly (build compiles the source, verify says yes,
    benchmark returns constant samples) and a provider that proposes a new knob value each time,
@@ -36,12 +36,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import optimizer.loop as loop_module  # noqa: E402
-from optimizer import policy, runs  # noqa: E402
-from optimizer.bundle import locate  # noqa: E402
-from optimizer.evaluate import Evaluator  # noqa: E402
-from optimizer.output import OutputFolder  # noqa: E402
+import optimizer.run.loop as loop_module  # noqa: E402
+from optimizer.bundle.loading import locate  # noqa: E402
+from optimizer.decision import policy  # noqa: E402
+from optimizer.evaluation.evaluator import Evaluator  # noqa: E402
 from optimizer.providers.base import Proposal, ProviderContext, Recorder, SearchExhausted  # noqa: E402
+from optimizer.run import lifecycle  # noqa: E402
+from optimizer.run.folder import OutputFolder  # noqa: E402
 from queries import lookups  # noqa: E402
 from tlxstore.events import BundleValidated, Envelope, RunFinished  # noqa: E402
 from tlxstore.fold import RunState  # noqa: E402
@@ -126,7 +127,9 @@ def _instrument(timers: Timers) -> None:
     )  # type: ignore[method-assign]
 
 
-def _measure(req: runs.RunRequest, provider: KnobProvider | Any, timers: Timers) -> dict[str, Any]:
+def _measure(
+    req: lifecycle.RunRequest, provider: KnobProvider | Any, timers: Timers
+) -> dict[str, Any]:
     marks: dict[str, float] = {}
 
     def observer(env: Envelope, state: RunState) -> None:
@@ -138,7 +141,7 @@ def _measure(req: runs.RunRequest, provider: KnobProvider | Any, timers: Timers)
             marks["finished"] = time.perf_counter()
 
     t0 = time.perf_counter()
-    result = runs.optimize(req, provider=provider, observer=observer)
+    result = lifecycle.optimize(req, provider=provider, observer=observer)
     total = time.perf_counter() - t0
     loop_s = marks["finished"] - marks["validated"]
     evaluator_s = timers.seconds["evaluate"] + timers.seconds["revalidate"]
@@ -176,7 +179,7 @@ def instant(tmp: Path, timers: Timers) -> dict[str, Any]:
     (bundle / "target.json").write_text(json.dumps({"backend": "cpu"}))
     kernel = tmp / "instant_kernel.py"
     kernel.write_text(INSTANT_KERNEL)
-    req = runs.RunRequest(
+    req = lifecycle.RunRequest(
         kernel=kernel,
         bundle=locate(bundle),
         store=tmp / "store.duckdb",
@@ -186,7 +189,7 @@ def instant(tmp: Path, timers: Timers) -> dict[str, Any]:
             "candidates_per_round": PER_ROUND,
             "benchmark_repetitions": 10,
         },
-        commit=runs.CommitOptions(enabled=False),
+        commit=lifecycle.CommitOptions(enabled=False),
     )
     return _measure(req, KnobProvider(limit=ROUNDS * PER_ROUND), timers)
 
@@ -217,13 +220,13 @@ def typical(
 
         tune.TuneProvider.propose = timers.wrap("provider.propose", tune.TuneProvider.propose)  # type: ignore[method-assign]
         provider = None  # the default: tune
-    req = runs.RunRequest(
+    req = lifecycle.RunRequest(
         kernel=kernel,
         bundle=locate(bundle),
         store=tmp / "store.duckdb",
         output_dir=tmp / "out-typical",
         flags=flags,
-        commit=runs.CommitOptions(enabled=False),
+        commit=lifecycle.CommitOptions(enabled=False),
     )
     return _measure(req, provider, timers)
 
@@ -255,7 +258,7 @@ def main() -> None:
             "processor": platform.processor() or platform.machine(),
             "cpus": os.cpu_count(),
         },
-        "versions": runs.tool_versions().model_dump(),
+        "versions": lifecycle.tool_versions().model_dump(),
         "instant": inst,
         "typical": typ,
         "targets": {

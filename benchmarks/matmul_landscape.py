@@ -46,7 +46,7 @@ from hopper_sweep import (  # noqa: E402
     target_problem,
 )
 
-from optimizer.knobs import apply_knobs, knob_values  # noqa: E402
+from optimizer.providers.knobs import apply_knobs, knob_values  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "matmul"
 SMEM_BYTES = 232448  # sm_90 shared memory per block, as the tune provider's constraint

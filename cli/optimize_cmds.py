@@ -16,10 +16,11 @@ import click
 
 from cli.main import main
 from cli.options import open_store, store_option
-from optimizer import redecide, report, runs
-from optimizer.bundle import BundlePaths, budget_overrides, locate
-from optimizer.output import EXIT_INTERRUPTED, RunResult
+from optimizer.bundle.loading import BundlePaths, budget_overrides, locate
 from optimizer.providers import ProviderOptions
+from optimizer.reporting import live, write
+from optimizer.reporting.result import EXIT_INTERRUPTED, RunResult
+from optimizer.run import lifecycle, redecide
 from tlxstore.errors import TlxdbError
 from tlxstore.events import CandidateProposed, Envelope
 from tlxstore.fold import RunState
@@ -101,7 +102,7 @@ class LiveLog:
         self._progress = ""
 
     def __call__(self, env: Envelope, state: RunState) -> None:
-        line = report.describe(env, state)
+        line = live.describe(env, state)
         if self.tty and self._progress:
             self.stream.write("\r\033[K")
         if line is not None:
@@ -252,12 +253,12 @@ def optimize(
                 raise click.ClickException(
                     f"--resume continues with the run's own settings; drop {', '.join(clash)}"
                 )
-            result = runs.resume(resume_ref, store, observer=live)
+            result = lifecycle.resume(resume_ref, store, observer=live)
         else:
             if kernel is None:
                 raise click.ClickException("missing --kernel (the kernel file to optimize)")
             paths = _located(bundle_dir, harness, cases, target, budget, reference, budget_flags)
-            request = runs.RunRequest(
+            request = lifecycle.RunRequest(
                 kernel=kernel.resolve(),
                 bundle=paths,
                 store=store,
@@ -271,14 +272,14 @@ def optimize(
                     replay_run=replay_run,
                 ),
                 prior_runs=list(prior_runs),
-                commit=runs.CommitOptions.model_validate(
+                commit=lifecycle.CommitOptions.model_validate(
                     {"enabled": commit_winner, "message": commit_message, "vcs": vcs}
                 ),
                 arch=arch,
                 argv=sys.argv,
                 label=label,
             )
-            result = runs.optimize(request, observer=live)
+            result = lifecycle.optimize(request, observer=live)
     except TlxdbError as e:
         live.close()
         raise click.ClickException(e.message) from None
@@ -330,7 +331,7 @@ def validate(
         )
     try:
         paths = _located(bundle_dir, harness, cases, target, budget, reference, budget_flags)
-        rep = runs.validate_only(kernel.resolve(), paths, budget_flags, arch)
+        rep = lifecycle.validate_only(kernel.resolve(), paths, budget_flags, arch)
     except TlxdbError as e:
         raise click.ClickException(e.message) from None
     click.echo(f"device: {rep.device.kind} ({rep.device.backend}, {rep.device.architecture})")
@@ -358,7 +359,7 @@ def show(run: str, store: Path) -> None:
         envs = _run_envelopes(store, run)
     except TlxdbError as e:
         raise click.ClickException(e.message) from None
-    for line in report.timeline(envs):
+    for line in live.timeline(envs):
         click.echo(line)
 
 
@@ -374,7 +375,7 @@ def show(run: str, store: Path) -> None:
 def report_cmd(run: str, store: Path, to_dir: Path | None) -> None:
     """Write a run's Markdown and HTML report (with plots) and print their paths."""
     try:
-        paths = report.write_reports(_run_envelopes(store, run), store, to_dir)
+        paths = write.write_reports(_run_envelopes(store, run), store, to_dir)
     except TlxdbError as e:
         raise click.ClickException(e.message) from None
     for p in paths:

@@ -20,7 +20,7 @@ import importers
 import queries
 from cli.main import main
 from cli.options import open_store, store_option
-from optimizer.identity import normalized_source
+from optimizer.decision.identity import normalized_source
 from tlxstore.errors import TlxdbError
 from tlxstore.export import export_runs
 

@@ -99,7 +99,7 @@ def events_from_tlx_folder(
     path: str | Path, normalize: Callable[[str], str] = _whitespace_normalized
 ) -> list[Envelope]:
     """The events of one TLX agent run. `normalize` gives the normalized form of a source
-    (tlxdb passes optimizer.identity.normalized_source, so normalized hashes match its own)."""
+    (tlxdb passes optimizer.decision.identity.normalized_source, so normalized hashes match its own)."""
     folder = Path(path)
     if folder.name == EXPERIMENTS:
         folder = folder.parent

@@ -286,7 +286,7 @@ class NcuRun(BaseModel):
         return s.model_copy(update={"diagnostics": [*self.diagnostics, *s.diagnostics]})
 
     def compact(self) -> dict[str, Any]:
-        """The JSON a harness returns under "ncu" (CONTRACT.md §1)."""
+        """The JSON a harness returns under "ncu" (docs/CONTRACT.md §1)."""
         s = self.summary()
         return {
             "metrics": {m.name: {"value": m.value, "unit": m.unit} for m in s.metrics},

@@ -1,6 +1,6 @@
 """Turn what a bundle's harness `profile()` returned into a typed ProfileSummary.
 
-The result (CONTRACT.md §1) is compact JSON keyed by tool: `{"proton": {...}, "ncu": {...}}`,
+The result (docs/CONTRACT.md §1) is compact JSON keyed by tool: `{"proton": {...}, "ncu": {...}}`,
 with raw files referenced by absolute path and unreadable metrics as null. Harnesses differ
 in what they put under each tool, so this reads by shape, never by a fixed schema:
 

@@ -107,7 +107,7 @@ class ProtonProfile(BaseModel):
         )
 
     def compact(self, hatchet_path: str | None) -> dict[str, Any]:
-        """The JSON a harness returns under "proton" (CONTRACT.md §1)."""
+        """The JSON a harness returns under "proton" (docs/CONTRACT.md §1)."""
         return {
             "kernel_time_us": self.total_time_us,
             "kernel_launches": self.launches,

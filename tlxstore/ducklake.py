@@ -1,6 +1,6 @@
 """The store on DuckLake: the same tables in a DuckLake (a catalog database plus Parquet data
 files), reached through DuckDB's ducklake extension. Here the catalog is a SQLite file, for one
-host or a shared file system; a team would point the catalog at PostgreSQL (DESIGN.md, "Scale
+host or a shared file system; a team would point the catalog at PostgreSQL (docs/DESIGN.md, "Scale
 beyond one machine").
 
 `DuckLakeStore(path)` takes the catalog file; the data files go to `<path>.files/`. Everything

@@ -63,6 +63,9 @@ class StoppingReason(StrEnum):
     ERROR = "error"
 
 
+BASELINE_ID = "baseline"  # the candidate id of the untouched kernel in every run
+
+
 class Phase(StrEnum):
     """When a measurement was taken."""
 

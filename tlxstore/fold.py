@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tlxstore.events import (
+    BASELINE_ID,
     BenchmarkSampled,
     BuildFinished,
     BundleValidated,
@@ -88,8 +89,8 @@ class RunState:
         for c in self.candidates.values():
             if c.decision is not None and c.decision.outcome == Outcome.PROMOTED:
                 best = c.candidate_id
-        if best is None and "baseline" in self.candidates:
-            best = "baseline"
+        if best is None and BASELINE_ID in self.candidates:
+            best = BASELINE_ID
         return best
 
     @property

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from tlxstore.events import (
+    BASELINE_ID,
     BenchmarkSampled,
     BuildFinished,
     BundleValidated,
@@ -64,7 +65,7 @@ def candidate_events(
     candidate_id: str,
     source: str,
     round_: int = 1,
-    parent_id: str | None = "baseline",
+    parent_id: str | None = BASELINE_ID,
     cases: tuple[str, ...] = ("small", "large"),
     samples: int = 5,
     base_us: float = 100.0,
@@ -80,8 +81,8 @@ def candidate_events(
         ),
         CandidateProposed(
             candidate_id=candidate_id,
-            parent_id=parent_id if candidate_id != "baseline" else None,
-            round=0 if candidate_id == "baseline" else round_,
+            parent_id=parent_id if candidate_id != BASELINE_ID else None,
+            round=0 if candidate_id == BASELINE_ID else round_,
             provider="tune",
             hypothesis=f"hypothesis of {candidate_id}",
             source_hash=h,
@@ -117,12 +118,12 @@ def candidate_events(
                 kernel_names=["softmax_kernel"],
             )
         )
-    speedup = 1.0 if candidate_id == "baseline" else 100.0 / base_us
+    speedup = 1.0 if candidate_id == BASELINE_ID else 100.0 / base_us
     out.append(
         DecisionMade(
             candidate_id=candidate_id,
-            outcome=Outcome.PROMOTED if candidate_id == "baseline" else outcome,
-            reason="baseline" if candidate_id == "baseline" else f"speedup {speedup:.3f}",
+            outcome=Outcome.PROMOTED if candidate_id == BASELINE_ID else outcome,
+            reason="baseline" if candidate_id == BASELINE_ID else f"speedup {speedup:.3f}",
             speedup=speedup,
             cases=[
                 CaseSpeedup(
@@ -137,7 +138,7 @@ def candidate_events(
             ],
         )
     )
-    if outcome in (Outcome.REJECTED, Outcome.FAILED) and candidate_id != "baseline":
+    if outcome in (Outcome.REJECTED, Outcome.FAILED) and candidate_id != BASELINE_ID:
         out.append(
             ExclusionRecorded(
                 candidate_id=candidate_id,
@@ -154,7 +155,7 @@ def candidate_events(
 def small_run(n_candidates: int = 3, output_dir: str = "/tmp/out", tag: str = "") -> list[Event]:
     """A whole run: start, validation, baseline, candidates, finish."""
     events: list[Event] = [run_started(output_dir), BundleValidated(passed=True, checks=[])]
-    events += candidate_events("baseline", f"def kernel(): pass  # base {tag}")
+    events += candidate_events(BASELINE_ID, f"def kernel(): pass  # base {tag}")
     for i in range(1, n_candidates + 1):
         events += candidate_events(
             f"c{i:03d}",

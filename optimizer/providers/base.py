@@ -8,9 +8,11 @@ itself: model exchanges are handed to `record`, which appends them as events.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from optimizer.bundle.spec import CaseSpec, TargetSpec
 
 # rows of the store lookups (queries/models.py), used in the context as they come
 from queries.models import Exclusion, MeasuredCandidate
@@ -24,23 +26,6 @@ class ProviderError(TlxdbError):
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True)
-
-
-class CaseSpec(_Model):
-    """A case as cases.json gives it (parameters are handed to the harness unchanged)."""
-
-    case_id: str
-    parameters: dict[str, Any] = {}
-    weight: float = 1.0
-    protected: bool = True
-
-
-class TargetSpec(_Model):
-    backend: Literal["cuda", "hip", "cpu"]
-    architecture: str = ""
-    device: str = ""
-    optimization_guidance: str = ""
-    tuning_space: dict[str, list[Any]] | None = None  # tlxdb's own optional key, see docs
 
 
 class CaseResult(_Model):

@@ -28,8 +28,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optimizer.prompts.render import PromptBudget, PromptMode, RenderedPrompt, render_prompt
-from optimizer.prompts.reply import CandidateMetadata, ReplyParseError, parse_metadata
 from optimizer.providers.base import (
     Proposal,
     ProviderContext,
@@ -37,6 +35,13 @@ from optimizer.providers.base import (
     Recorder,
     SearchExhausted,
 )
+from optimizer.providers.prompts.render import (
+    PromptBudget,
+    PromptMode,
+    RenderedPrompt,
+    render_prompt,
+)
+from optimizer.providers.prompts.reply import CandidateMetadata, ReplyParseError, parse_metadata
 from optimizer.providers.support import parse_options, redact
 from tlxstore.events import ModelExchanged, new_event_id
 

@@ -9,7 +9,7 @@ Invariants:
   cost, latency, error, attempt), including failed and malformed ones.
 - API keys come from the environment (litellm reads them); they are never passed in, and every
   recorded text goes through `redact`.
-- A reply is parsed strictly (optimizer.prompts.reply); a malformed reply is retried, with the
+- A reply is parsed strictly (optimizer.providers.prompts.reply); a malformed reply is retried, with the
   parse error fed back, up to `max_attempts` requests per proposal. A transport or server error
   is not retried here: it raises ProviderError, which the loop records as a retryable failure.
 """
@@ -23,20 +23,20 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optimizer.prompts.render import PromptBudget, PromptMode, render_prompt, render_retry
-from optimizer.prompts.reply import (
-    CandidateReply,
-    ExhaustedReply,
-    ReplyParseError,
-    parse_reply,
-    reply_json_schema,
-)
 from optimizer.providers.base import (
     Proposal,
     ProviderContext,
     ProviderError,
     Recorder,
     SearchExhausted,
+)
+from optimizer.providers.prompts.render import PromptBudget, PromptMode, render_prompt, render_retry
+from optimizer.providers.prompts.reply import (
+    CandidateReply,
+    ExhaustedReply,
+    ReplyParseError,
+    parse_reply,
+    reply_json_schema,
 )
 from optimizer.providers.support import parse_options, redact
 from tlxstore.errors import ConfigError

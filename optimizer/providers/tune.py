@@ -1,7 +1,7 @@
 """The `tune` provider: no model; a pattern search over the kernel's launch and compile knobs.
 
 The strategy (docs/TUNE.md has the long form):
-- Knobs come from the parent's source (optimizer.knobs); their domains from the target's declared
+- Knobs come from the parent's source (optimizer.providers.knobs); their domains from the target's declared
   `tuning_space` or, failing that, from their role (block sizes: powers of two; warps and stages:
   what the backend accepts). The interpreter ignores warps and stages, so on the cpu backend only
   constexpr knobs are searched.
@@ -28,8 +28,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from optimizer.identity import source_hashes
-from optimizer.knobs import (
+from optimizer.bundle.spec import CaseSpec, TargetSpec
+from optimizer.decision.identity import source_hashes
+from optimizer.providers import ProviderOptions
+from optimizer.providers.base import (
+    MeasuredCandidate,
+    Proposal,
+    ProviderContext,
+    ProviderError,
+    Recorder,
+    SearchExhausted,
+)
+from optimizer.providers.knobs import (
     DEFAULT_NUM_STAGES,
     KnobError,
     KnobRole,
@@ -41,17 +51,7 @@ from optimizer.knobs import (
     parse_signature,
     pin_autotune,
 )
-from optimizer.providers import ProviderOptions
-from optimizer.providers.base import (
-    CaseSpec,
-    MeasuredCandidate,
-    Proposal,
-    ProviderContext,
-    ProviderError,
-    Recorder,
-    SearchExhausted,
-    TargetSpec,
-)
+from tlxstore.events import BASELINE_ID
 
 # Hardware limits the search respects. Shared memory per block (bytes) by compute capability.
 _SMEM_BYTES_BY_ARCH = {
@@ -224,7 +224,7 @@ class TuneProvider:
         taken: set[str] = set()
         baseline = self._baseline_config(ctx, base, names)
         if baseline is not None:  # the unit of every speedup; the store lists decided candidates
-            points[_key(baseline)] = _Point(baseline, 0.0, ctx.run_id, "baseline", -1)
+            points[_key(baseline)] = _Point(baseline, 0.0, ctx.run_id, BASELINE_ID, -1)
             taken.add(_key(baseline))
         for order, m in enumerate(ctx.measured):  # oldest first
             taken.add(m.source_hash)
@@ -649,7 +649,7 @@ def _score(m: MeasuredCandidate) -> tuple[bool, float | None]:
         return True, None
     if m.speedup is not None and m.speedup > 0:
         return True, math.log(m.speedup)
-    if m.candidate_id == "baseline":
+    if m.candidate_id == BASELINE_ID:
         return True, 0.0  # the baseline is the unit of every speedup
     return False, None
 

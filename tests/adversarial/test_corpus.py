@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from optimizer import policy
-from optimizer.bundle import FrozenBundle, load, locate
-from optimizer.evaluate import Evaluator
-from optimizer.evaluation import EvalRequest, HarnessBundle
+from optimizer.bundle.loading import FrozenBundle, load, locate
+from optimizer.decision import policy
+from optimizer.evaluation.evaluator import Evaluator
+from optimizer.evaluation.requests import EvalRequest, HarnessBundle
 from tlxstore.events import (
     CandidateProposed,
     DecisionMade,

@@ -4,16 +4,12 @@ real DuckDB files in tmp_path, with the vecadd bundle on the Triton interpreter.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "optimizer"))
-
-from bundles import KERNEL, kernel_copy, vecadd_bundle  # noqa: E402
-from scripted_provider import ScriptedProvider, set_block  # noqa: E402
+from support.bundles import KERNEL, kernel_copy, vecadd_bundle  # noqa: E402
+from support.scripted_provider import ScriptedProvider, set_block  # noqa: E402
 
 from cli.main import main  # noqa: E402
 from optimizer.providers import registry  # noqa: E402
@@ -509,7 +505,7 @@ def test_the_revalidated_winner_is_committed_to_the_kernels_git_repository(
 
 
 def test_exit_codes_follow_the_contract():
-    from optimizer.output import CommitResult, RunResult
+    from optimizer.reporting.result import CommitResult, RunResult
     from tlxstore.events import StoppingReason
 
     base = RunResult(

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.bundle import load, locate
-from optimizer.knobs import apply_knobs, find_knobs
+from optimizer.bundle.loading import load, locate
+from optimizer.providers.knobs import apply_knobs, find_knobs
 from optimizer.providers.tune import search_space
 
 REPO = Path(__file__).resolve().parents[2]

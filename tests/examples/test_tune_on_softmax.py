@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from test_examples import EXAMPLES, drive, kernel
 
 from cli.main import main
-from optimizer.bundle import load, locate
-from optimizer.knobs import apply_knobs, find_knobs
+from optimizer.bundle.loading import load, locate
+from optimizer.providers.knobs import apply_knobs, find_knobs
 from optimizer.providers.tune import search_space
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ import pytest
 
 import importers
 from importers.tlx_agent import events_from_tlx_folder
-from optimizer.identity import normalized_source, source_hashes
+from optimizer.decision.identity import normalized_source, source_hashes
 from tlxstore.errors import EventConflictError, ImportFormatError, LogCorruptError
 from tlxstore.events import Outcome, Phase
 from tlxstore.export import export_runs

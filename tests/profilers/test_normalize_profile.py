@@ -1,4 +1,4 @@
-"""normalize(): a harness profile() result (CONTRACT.md §1) into a typed ProfileSummary."""
+"""normalize(): a harness profile() result (docs/CONTRACT.md §1) into a typed ProfileSummary."""
 
 from __future__ import annotations
 

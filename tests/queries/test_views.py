@@ -64,7 +64,7 @@ def test_runs_view_shows_start_and_finish(store_path):
 
 
 def test_samples_view_has_one_row_per_sample_and_case_results_match_the_stats_module(store_path):
-    from optimizer import stats
+    from optimizer.decision import stats
 
     store = Store(store_path)
     _ingest(store, "r1", small_run(1))

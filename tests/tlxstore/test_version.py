@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from optimizer.runs import tool_versions
+from optimizer.run.lifecycle import tool_versions
 from tlxstore.version import source_digest, tlxdb_version
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,436 @@
+"""The target bundle (docs/CONTRACT.md §1): locate, load, validate and freeze.
+
+Invariants:
+- Every file is parsed into a pydantic model; a bad file raises BundleError whose one-line
+  message names the file and the field ("cases.json: [1].weight: must be greater than 0").
+- The case dicts reach the harness exactly as the user wrote them; unknown keys of target.json
+  are kept and ignored.
+- A frozen bundle is a private read-only copy in the run's workspace. The sha256 of every file
+  (the user's originals and the copy) is recorded at freeze time and `check()` re-hashes them:
+  any difference raises BundleChangedError naming the file.
+- `bundle_digest` (the bundle's identity in measurement keys) covers every file that can change
+  what is measured; budget.json is frozen and checked but is not part of the identity.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from optimizer.bundle.spec import CaseSpec, TargetSpec
+from optimizer.evaluation.requests import HarnessBundle
+from tlxstore.errors import ConfigError, TlxdbError
+from tlxstore.events import Thresholds
+from tlxstore.hashing import digest_file, digest_json
+
+HARNESS = "harness.py"
+CASES = "cases.json"
+TARGET = "target.json"
+BUDGET = "budget.json"
+REFERENCE = "reference_kernel.py"
+NOT_IN_IDENTITY = frozenset({BUDGET})
+_SKIPPED_PARTS = frozenset({"__pycache__", ".git", ".hg", ".pytest_cache"})
+
+
+class BundleError(ConfigError):
+    """The target bundle is invalid."""
+
+
+class BundleChangedError(TlxdbError):
+    """A bundle file changed during the run; the run stops."""
+
+
+# ---- file models ----------------------------------------------------------------------------
+
+
+class CaseEntry(BaseModel):
+    """One entry of cases.json. Extra keys are allowed and handed to the harness unchanged."""
+
+    model_config = ConfigDict(extra="allow")
+
+    case_id: str = Field(min_length=1)
+    parameters: dict[str, Any] = {}
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False)
+    protected: bool = True
+
+    @field_validator("case_id")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be blank")
+        return v
+
+
+class TargetFile(BaseModel):
+    """target.json. Unknown keys are kept (and ignored by tlxdb)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    backend: Literal["cuda", "hip", "cpu"]
+    architecture: str = ""
+    device: str = ""
+    environment: dict[str, str] = {}
+    optimization_guidance: str = ""
+    tuning_space: dict[str, list[Any]] | None = None
+
+
+class BudgetFile(BaseModel):
+    """budget.json: each key overrides the flag of the same name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_rounds: int | None = Field(None, gt=0)
+    candidates_per_round: int | None = Field(None, gt=0)
+    max_candidate_seconds: float | None = Field(None, gt=0, allow_inf_nan=False)
+    max_total_seconds: float | None = Field(None, gt=0, allow_inf_nan=False)
+    min_speedup: float | None = Field(None, ge=1.0, allow_inf_nan=False)
+    max_cv: float | None = Field(None, gt=0, allow_inf_nan=False)
+    benchmark_repetitions: int | None = Field(None, gt=0)
+
+
+def _one_line(file: str, err: ValidationError, prefix: str = "") -> str:
+    first = err.errors()[0]
+    loc = prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+    loc = loc.lstrip(".")
+    msg = first["msg"]
+    msg = msg[0].lower() + msg[1:] if msg else msg
+    got = first.get("input")
+    shown = f" (got {json.dumps(got, default=str)})" if first["type"] != "missing" else ""
+    if isinstance(got, dict | list):
+        shown = ""
+    more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    where = f"{loc}: " if loc else ""
+    return f"{file}: {where}{msg}{shown}{more}"
+
+
+def _read_json(path: Path, name: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise BundleError(
+            f"cannot read {name} at {path}: {getattr(e, 'strerror', None) or e}"
+        ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BundleError(
+            f"{name}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"
+        ) from None
+
+
+def parse_cases(data: Any, name: str = CASES) -> list[CaseEntry]:
+    if not isinstance(data, list):
+        raise BundleError(f"{name}: must be a list of cases, got a JSON {type(data).__name__}")
+    if not data:
+        raise BundleError(f"{name}: must hold at least one case")
+    cases: list[CaseEntry] = []
+    for i, item in enumerate(data):
+        try:
+            cases.append(CaseEntry.model_validate(item))
+        except ValidationError as e:
+            raise BundleError(_one_line(name, e, prefix=f"[{i}]")) from None
+    seen: set[str] = set()
+    for i, c in enumerate(cases):
+        if c.case_id in seen:
+            raise BundleError(f"{name}: [{i}].case_id: duplicate case_id {c.case_id!r}")
+        seen.add(c.case_id)
+    return cases
+
+
+def parse_target(data: Any, name: str = TARGET) -> TargetFile:
+    if not isinstance(data, dict):
+        raise BundleError(f"{name}: must be a JSON object, got a JSON {type(data).__name__}")
+    try:
+        return TargetFile.model_validate(data)
+    except ValidationError as e:
+        raise BundleError(_one_line(name, e)) from None
+
+
+def parse_budget(data: Any, name: str = BUDGET) -> BudgetFile:
+    if not isinstance(data, dict):
+        raise BundleError(f"{name}: must be a JSON object, got a JSON {type(data).__name__}")
+    try:
+        return BudgetFile.model_validate(data)
+    except ValidationError as e:
+        raise BundleError(_one_line(name, e)) from None
+
+
+# ---- locating and loading -------------------------------------------------------------------
+
+
+class BundlePaths(BaseModel):
+    """Where the user's bundle files are (absolute paths)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    root: Path | None  # the bundle folder, when given as --bundle
+    harness: Path
+    cases: Path
+    target: Path
+    budget: Path | None = None
+    reference: Path | None = None
+
+    def named(self) -> dict[str, Path]:
+        """Canonical bundle name -> the user's file, for the files given explicitly."""
+        out = {HARNESS: self.harness, CASES: self.cases, TARGET: self.target}
+        if self.budget is not None:
+            out[BUDGET] = self.budget
+        if self.reference is not None:
+            out[REFERENCE] = self.reference
+        return out
+
+
+def locate(
+    bundle_dir: Path | None = None,
+    *,
+    harness: Path | None = None,
+    cases: Path | None = None,
+    target: Path | None = None,
+    budget: Path | None = None,
+    reference: Path | None = None,
+) -> BundlePaths:
+    """Resolve --bundle DIR or --harness/--cases/--target (plus optional --budget/--reference-kernel)."""
+    explicit = {"--harness": harness, "--cases": cases, "--target": target}
+    if bundle_dir is not None:
+        given = [flag for flag, p in explicit.items() if p is not None]
+        if given:
+            raise BundleError(f"give either --bundle or {', '.join(given)}, not both")
+        root = Path(bundle_dir).resolve()
+        if not root.is_dir():
+            raise BundleError(f"bundle folder {bundle_dir} does not exist")
+        harness, cases, target = root / HARNESS, root / CASES, root / TARGET
+        if budget is None and (root / BUDGET).exists():
+            budget = root / BUDGET
+        if reference is None and (root / REFERENCE).exists():
+            reference = root / REFERENCE
+    else:
+        missing = [flag for flag, p in explicit.items() if p is None]
+        if len(missing) == 3:
+            raise BundleError(
+                "no bundle given: pass --bundle DIR or --harness, --cases and --target"
+            )
+        if missing:
+            raise BundleError(f"missing {', '.join(missing)} (or pass --bundle DIR)")
+        root = None
+    paths = BundlePaths(
+        root=root,
+        harness=Path(harness).resolve(),  # type: ignore[arg-type]
+        cases=Path(cases).resolve(),  # type: ignore[arg-type]
+        target=Path(target).resolve(),  # type: ignore[arg-type]
+        budget=Path(budget).resolve() if budget is not None else None,
+        reference=Path(reference).resolve() if reference is not None else None,
+    )
+    for name, p in paths.named().items():
+        if not p.is_file():
+            raise BundleError(f"{name} not found at {p}")
+    return paths
+
+
+class Bundle(BaseModel):
+    """A loaded, validated bundle (not yet frozen)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    paths: BundlePaths
+    cases: list[CaseSpec]
+    raw_cases: list[dict[str, Any]]
+    target: TargetFile
+    raw_target: dict[str, Any]
+    budget: BudgetFile | None = None
+    reference_source: str | None = None
+
+    @property
+    def target_spec(self) -> TargetSpec:
+        t = self.target
+        return TargetSpec(
+            backend=t.backend,
+            architecture=t.architecture,
+            device=t.device,
+            optimization_guidance=t.optimization_guidance,
+            tuning_space=t.tuning_space,
+        )
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return {c.case_id: c.weight for c in self.cases}
+
+
+def _read_text(path: Path, name: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise BundleError(
+            f"cannot read {name} at {path}: {getattr(e, 'strerror', None) or e}"
+        ) from None
+
+
+def load(paths: BundlePaths) -> Bundle:
+    """Read and validate cases.json, target.json, budget.json and the reference kernel."""
+    entries = parse_cases(_read_json(paths.cases, CASES))
+    raw_target = _read_json(paths.target, TARGET)
+    target = parse_target(raw_target)
+    budget = parse_budget(_read_json(paths.budget, BUDGET)) if paths.budget else None
+    _read_text(paths.harness, HARNESS)
+    reference = _read_text(paths.reference, REFERENCE) if paths.reference else None
+    return Bundle(
+        paths=paths,
+        cases=[
+            CaseSpec(
+                case_id=c.case_id, parameters=c.parameters, weight=c.weight, protected=c.protected
+            )
+            for c in entries
+        ],
+        raw_cases=[c.model_dump() for c in entries],
+        target=target,
+        raw_target=raw_target,
+        budget=budget,
+        reference_source=reference,
+    )
+
+
+def read_kernel(path: Path) -> str:
+    """The user's kernel: one complete Python source file that parses."""
+    p = Path(path)
+    if not p.is_file():
+        raise BundleError(f"kernel not found at {p}")
+    text = _read_text(p, "kernel")
+    try:
+        compile(text, str(p), "exec")
+    except SyntaxError as e:
+        raise BundleError(
+            f"kernel {p.name} has a syntax error at line {e.lineno}: {e.msg}"
+        ) from None
+    return text
+
+
+FLAG_DEFAULTS: dict[str, float | int] = {
+    "max_rounds": 5,
+    "candidates_per_round": 2,
+    "max_candidate_seconds": 600.0,
+    "max_total_seconds": 3600.0,
+    "min_speedup": 1.01,
+    "max_cv": 0.10,
+    "benchmark_repetitions": 10,
+}
+
+
+def budget_overrides(flags: dict[str, float | int | None], paths: BundlePaths) -> list[str]:
+    """One line for each flag given on the command line that the bundle's budget.json overrides
+    with another value (CONTRACT: budget.json wins), so a user is not left wondering why
+    --max-rounds 3 ran twelve rounds. Reads budget.json; its errors are the bundle's."""
+    if paths.budget is None:
+        return []
+    budget = parse_budget(_read_json(paths.budget, BUDGET)).model_dump(exclude_none=True)
+    return [
+        f"--{name.replace('_', '-')} {flags[name]:g} is overridden by {BUDGET} "
+        f"({name} {budget[name]:g})"
+        for name in budget
+        if flags.get(name) is not None and flags[name] != budget[name]
+    ]
+
+
+def resolve_thresholds(
+    flags: dict[str, float | int | None], budget: BudgetFile | None
+) -> Thresholds:
+    """Flags (None = default), then budget.json on top (CONTRACT: budget.json overrides the flag)."""
+    values: dict[str, Any] = {
+        k: (flags.get(k) if flags.get(k) is not None else d) for k, d in FLAG_DEFAULTS.items()
+    }
+    if budget is not None:
+        values.update(budget.model_dump(exclude_none=True))
+    try:
+        return Thresholds.model_validate(values)
+    except ValidationError as e:
+        first = e.errors()[0]
+        field = str(first["loc"][0])
+        bound = "at least 1" if field == "min_speedup" else "greater than 0"
+        raise BundleError(
+            f"--{field.replace('_', '-')} must be {bound} (got {first.get('input')})"
+        ) from None
+
+
+# ---- freezing -------------------------------------------------------------------------------
+
+
+def _bundle_files(paths: BundlePaths) -> dict[str, Path]:
+    """Every file that makes up the bundle, by its name inside the frozen copy."""
+    files: dict[str, Path] = {}
+    if paths.root is not None:
+        for p in sorted(paths.root.rglob("*")):
+            rel = p.relative_to(paths.root)
+            if p.is_file() and not (set(rel.parts) & _SKIPPED_PARTS) and p.suffix != ".pyc":
+                files[rel.as_posix()] = p
+    files.update(paths.named())  # explicit --budget/--reference-kernel win over the folder's
+    return files
+
+
+class FrozenBundle:
+    """A private, read-only copy of the bundle and the hashes that pin it."""
+
+    def __init__(self, bundle: Bundle, kernel_path: Path, copy_root: Path) -> None:
+        self.bundle = bundle
+        self.kernel_path = Path(kernel_path).resolve()
+        self.root = copy_root
+        sources = _bundle_files(bundle.paths)
+        self._originals = sources
+        copy_root.mkdir(parents=True, exist_ok=False)
+        for name, src in sources.items():
+            dst = copy_root / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+        self.files: dict[str, str] = {name: digest_file(src) for name, src in sources.items()}
+        for name in sources:
+            if digest_file(copy_root / name) != self.files[name]:
+                raise BundleChangedError(f"{name} changed while it was being copied; try again")
+        self.kernel_sha256 = digest_file(self.kernel_path)
+        self.bundle_digest = digest_json(
+            {k: v for k, v in self.files.items() if k not in NOT_IN_IDENTITY}
+        )
+        _make_read_only(copy_root)
+
+    @property
+    def harness(self) -> HarnessBundle:
+        b = self.bundle
+        return HarnessBundle(
+            root=self.root,
+            harness_file=HARNESS,
+            cases=b.cases,
+            target=b.raw_target,
+            environment=b.target.environment,
+            protected_paths=[self.root / n for n in self.files] + [self.kernel_path],
+        )
+
+    def check(self) -> None:
+        """Raise BundleChangedError if any bundle file (original or private copy) changed."""
+        for name, want in self.files.items():
+            for where, path in (
+                ("", self._originals[name]),
+                ("the private copy of ", self.root / name),
+            ):
+                try:
+                    got = digest_file(path)
+                except OSError:
+                    got = None
+                if got != want:
+                    raise BundleChangedError(
+                        f"{where}{name} changed during the run ({path}); the run stops"
+                    )
+
+    def kernel_changed(self) -> bool:
+        """Whether the user's kernel file differs from what the run started from."""
+        try:
+            return digest_file(self.kernel_path) != self.kernel_sha256
+        except OSError:
+            return True
+
+
+def _make_read_only(root: Path) -> None:
+    ro_file = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+    for p in sorted(root.rglob("*"), reverse=True):
+        p.chmod(ro_file | (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH if p.is_dir() else 0))
+    root.chmod(ro_file | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)

@@ -1,0 +1,360 @@
+"""The decision policy: pure functions from a run's state (its events) to a decision event.
+
+`decide` promotes a candidate only when all of these hold (thresholds from the run):
+1. no blocking integrity flag (a guard refused it), no harness error, it built;
+2. every protected case verified on every attempt (before and after the benchmark) and has
+   benchmark samples; an unprotected case that failed is left out of the score;
+3. every scored case's CV is at most `max_cv`;
+4. the weighted geometric-mean speedup of medians over the baseline is at least `min_speedup`,
+   and the lower bound of its confidence interval (optimizer.decision.stats.speedup_interval) is above 1.0;
+5. no protected case's p95 is more than MAX_P95_REGRESSION above the baseline's p95;
+6. it beats the incumbent (the last promoted candidate): the speedup measured directly against
+   the incumbent's samples is above 1.0, with the interval's lower bound above 1.0 too;
+7. when a tripwire fired (non-blocking IntegrityFlagged), the candidate was re-measured and
+   every measurement block passes 3-6 on its own: no promotion on the first measurement alone.
+
+`decide_revalidation` judges the finalist from the interleaved REVALIDATION samples only (the
+finalist and a fresh baseline, same child, A B A B ...), never from the round-0 baseline.
+
+Reasons name every criterion that failed, with the numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from optimizer.decision import stats
+from tlxstore.events import (
+    BASELINE_ID,
+    CaseSpeedup,
+    DecisionMade,
+    FailureKind,
+    FinalistRevalidated,
+    Outcome,
+    Phase,
+    Thresholds,
+)
+from tlxstore.fold import CandidateState, RunState
+
+MAX_P95_REGRESSION = 0.10  # a protected case's p95 may be at most 10% above the baseline's
+TRIPWIRE_PREFIX = "tripwire:"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Candidate vs reference over the scored cases."""
+
+    speedup: float
+    ci_low: float
+    ci_high: float
+    cases: list[CaseSpeedup]
+
+
+def _confidence_pct() -> str:
+    return f"{stats.DEFAULT_CONFIDENCE * 100:g}%"
+
+
+def compare(
+    reference_us: Mapping[str, list[float]],
+    candidate_us: Mapping[str, list[float]],
+    weights: Mapping[str, float],
+) -> Comparison:
+    """Speedup of candidate over reference (geomean of median ratios), its interval, per case."""
+    cases = []
+    for case_id, w in weights.items():
+        ref, cand = reference_us[case_id], candidate_us[case_id]
+        ref_med, cand_med = stats.median(ref), stats.median(cand)
+        cases.append(
+            CaseSpeedup(
+                case_id=case_id,
+                weight=w,
+                baseline_median_us=ref_med,
+                candidate_median_us=cand_med,
+                speedup=ref_med / cand_med,
+                candidate_cv=stats.cv(cand),
+                baseline_cv=stats.cv(ref),
+                baseline_p95_us=stats.p95(ref),
+                candidate_p95_us=stats.p95(cand),
+            )
+        )
+    point = stats.speedup(reference_us, candidate_us, weights)
+    low, high = stats.speedup_interval(reference_us, candidate_us, weights)
+    return Comparison(point, low, high, cases)
+
+
+def _fmt(c: Comparison) -> str:
+    return f"{c.speedup:.4f}x ({_confidence_pct()} CI {c.ci_low:.4f}-{c.ci_high:.4f})"
+
+
+def measurement_problems(
+    c: Comparison, thresholds: Thresholds, protected: Collection[str]
+) -> list[str]:
+    """Every promotion criterion on one comparison against the baseline that fails, as text."""
+    problems = []
+    for case in c.cases:
+        if case.candidate_cv > thresholds.max_cv:
+            problems.append(
+                f"case {case.case_id} CV {case.candidate_cv:.3f} above max {thresholds.max_cv:g}"
+            )
+    if c.speedup < thresholds.min_speedup:
+        problems.append(f"speedup {_fmt(c)} below min {thresholds.min_speedup:g}")
+    if c.ci_low <= 1.0:
+        problems.append(f"CI lower bound {c.ci_low:.4f} not above 1.0 (speedup {_fmt(c)})")
+    for case in c.cases:
+        if case.case_id not in protected or not case.baseline_p95_us or not case.candidate_p95_us:
+            continue
+        regression = case.candidate_p95_us / case.baseline_p95_us - 1.0
+        if regression > MAX_P95_REGRESSION:
+            problems.append(
+                f"case {case.case_id} p95 regressed {regression:.1%} "
+                f"({case.baseline_p95_us:.4g} -> {case.candidate_p95_us:.4g} us; "
+                f"max {MAX_P95_REGRESSION:.0%})"
+            )
+    return problems
+
+
+def _failed(cid: str, reason: str, compared_to: str | None = None) -> DecisionMade:
+    return DecisionMade(
+        candidate_id=cid, outcome=Outcome.FAILED, reason=reason, compared_to=compared_to
+    )
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def _gate(
+    cand: CandidateState, protected: Collection[str], phase: Phase | None
+) -> DecisionMade | None:
+    """A refusal or failure that no measurement can outweigh, or None."""
+    cid = cand.candidate_id
+    blocking = [f for f in cand.flags if f.blocking]
+    if blocking:
+        return DecisionMade(
+            candidate_id=cid,
+            outcome=Outcome.REJECTED,
+            reason=f"integrity guard {blocking[0].guard}: {blocking[0].detail}",
+        )
+    for failure in cand.failures:
+        if failure.kind == FailureKind.HARNESS_ERROR:
+            return _failed(
+                cid, f"harness error during {failure.stage}: {_first_line(failure.diagnostics)}"
+            )
+    if cand.failures:
+        last = cand.failures[-1]
+        return _failed(
+            cid,
+            f"{last.kind.value} during {last.stage} (retryable): {_first_line(last.diagnostics)}",
+        )
+    if cand.build is None:
+        return _failed(cid, "no build result")
+    if not cand.build.success:
+        return _failed(
+            cid, f"build failed: {_first_line(cand.build.diagnostics) or 'no diagnostics'}"
+        )
+    verifications = [v for v in cand.verifications if phase is None or v.phase == phase]
+    for v in verifications:
+        if not v.passed and v.case_id in protected:
+            detail = _first_line(v.diagnostics)
+            return _failed(
+                cid,
+                f"protected case {v.case_id} failed verification (attempt {v.attempt}, seed {v.seed})"
+                + (f": {detail}" if detail else ""),
+            )
+    verified = {v.case_id for v in verifications if v.passed}
+    missing = [c for c in protected if c not in verified]
+    if missing:
+        return _failed(cid, f"protected case {missing[0]} was never verified")
+    return None
+
+
+def _scored(
+    weights: Mapping[str, float],
+    protected: Collection[str],
+    cand: CandidateState,
+    cand_samples: Mapping[str, list[float]],
+    ref_samples: Mapping[str, list[float]],
+) -> tuple[dict[str, float], str | None]:
+    """The cases that count (weights) and a failure reason when a protected case cannot count."""
+    failed_unprotected = {v.case_id for v in cand.verifications if not v.passed}
+    scored = {}
+    for case_id, w in weights.items():
+        if case_id in failed_unprotected and case_id not in protected:
+            continue
+        if not cand_samples.get(case_id):
+            if case_id in protected:
+                return {}, f"no benchmark samples for protected case {case_id}"
+            continue
+        if not ref_samples.get(case_id):
+            return {}, f"no reference samples for case {case_id}"
+        scored[case_id] = w
+    if not scored:
+        return {}, "no case could be scored"
+    return scored, None
+
+
+def _by_block(cand: CandidateState, phase_filter) -> dict[int, dict[str, list[float]]]:
+    blocks: dict[int, dict[str, list[float]]] = {}
+    for s in cand.samples:
+        if phase_filter(s.phase):
+            blocks.setdefault(s.block, {}).setdefault(s.case_id, []).extend(s.samples_us)
+    return blocks
+
+
+def decide(
+    state: RunState,
+    candidate_id: str,
+    thresholds: Thresholds,
+    weights: Mapping[str, float],
+    protected: Collection[str] | None = None,
+) -> DecisionMade:
+    """Promote, reject or fail one evaluated candidate (see the module doc for the criteria).
+    `protected`: the protected case ids (default: every weighted case)."""
+    protected = set(weights) if protected is None else set(protected)
+    cand = state.candidates[candidate_id]
+    gate = _gate(cand, protected, phase=None)
+    if gate is not None:
+        return gate
+    baseline = state.candidates.get(BASELINE_ID)
+    if baseline is None:
+        return _failed(candidate_id, "no baseline measurements in this run")
+    not_reval = lambda p: p != Phase.REVALIDATION  # noqa: E731
+    base_samples = _merge(_by_block(baseline, not_reval))
+    blocks = _by_block(cand, not_reval)
+    all_samples = _merge(blocks)
+    scored, problem = _scored(weights, protected, cand, all_samples, base_samples)
+    if problem:
+        return _failed(candidate_id, problem)
+
+    tripped = [f for f in cand.flags if f.guard.startswith(TRIPWIRE_PREFIX)]
+    if tripped and len(blocks) < 2:
+        return DecisionMade(
+            candidate_id=candidate_id,
+            outcome=Outcome.REJECTED,
+            reason=f"{tripped[0].guard} fired ({tripped[0].detail}) and there is no second "
+            "measurement: never promoted on the first measurement alone",
+        )
+    # Each block on its own when a tripwire fired; otherwise all samples together.
+    parts = [blocks[b] for b in sorted(blocks)] if tripped else [all_samples]
+    comparisons = [
+        compare({c: base_samples[c] for c in scored}, {c: p[c] for c in scored}, scored)
+        for p in parts
+        if all(p.get(c) for c in scored)
+    ]
+    if len(comparisons) != len(parts):
+        return _failed(candidate_id, "a re-measurement block lacks samples for a scored case")
+    worst = min(comparisons, key=lambda c: c.speedup)
+    problems: list[str] = []
+    for i, comp in enumerate(comparisons):
+        label = f"measurement {i + 1}: " if len(comparisons) > 1 else ""
+        problems += [label + p for p in measurement_problems(comp, thresholds, protected)]
+
+    incumbent = state.incumbent_id
+    if incumbent is not None and incumbent != BASELINE_ID and incumbent != candidate_id:
+        inc_samples = _merge(_by_block(state.candidates[incumbent], not_reval))
+        common = {c: w for c, w in scored.items() if inc_samples.get(c)}
+        if common:
+            vs = compare(
+                {c: inc_samples[c] for c in common}, {c: all_samples[c] for c in common}, common
+            )
+            if vs.speedup <= 1.0 or vs.ci_low <= 1.0:
+                problems.append(f"does not beat the incumbent {incumbent}: {_fmt(vs)} against it")
+    outcome = Outcome.REJECTED if problems else Outcome.PROMOTED
+    if problems:
+        reason = "; ".join(problems)
+    else:
+        reason = (
+            f"speedup {_fmt(worst)} over the baseline on {len(scored)} case(s), "
+            f"max CV {max(c.candidate_cv for c in worst.cases):.3f}"
+            + (f", beats incumbent {incumbent}" if incumbent not in (None, BASELINE_ID) else "")
+            + (f", held on re-measurement after {tripped[0].guard}" if tripped else "")
+        )
+    return DecisionMade(
+        candidate_id=candidate_id,
+        outcome=outcome,
+        reason=reason,
+        speedup=worst.speedup,
+        ci_low=worst.ci_low,
+        ci_high=worst.ci_high,
+        compared_to=incumbent,
+        cases=worst.cases,
+    )
+
+
+def _merge(blocks: Mapping[int, Mapping[str, list[float]]]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for b in sorted(blocks):
+        for case, s in blocks[b].items():
+            out.setdefault(case, []).extend(s)
+    return out
+
+
+def decide_revalidation(
+    state: RunState,
+    finalist_id: str,
+    baseline_id: str,
+    thresholds: Thresholds,
+    weights: Mapping[str, float],
+    protected: Collection[str] | None = None,
+) -> FinalistRevalidated:
+    """Whether the finalist survives against the fresh baseline, from REVALIDATION samples only."""
+    protected = set(weights) if protected is None else set(protected)
+    fin = state.candidates[finalist_id]
+    base = state.candidates[baseline_id]
+
+    def result(survived: bool, reason: str, comp: Comparison | None = None, alternations: int = 0):
+        return FinalistRevalidated(
+            candidate_id=finalist_id,
+            survived=survived,
+            reason=reason,
+            speedup=None if comp is None else comp.speedup,
+            ci_low=None if comp is None else comp.ci_low,
+            ci_high=None if comp is None else comp.ci_high,
+            alternations=alternations,
+            cases=[] if comp is None else comp.cases,
+        )
+
+    reval = Phase.REVALIDATION
+    blocking = [f for f in fin.flags if f.blocking]
+    if blocking:
+        return result(False, f"integrity guard {blocking[0].guard}: {blocking[0].detail}")
+    for v in fin.verifications:
+        if v.phase == reval and not v.passed and v.case_id in protected:
+            return result(
+                False, f"protected case {v.case_id} failed verification during revalidation"
+            )
+    fin_blocks = _by_block(fin, lambda p: p == reval)
+    base_blocks = _by_block(base, lambda p: p == reval)
+    alternations = len(set(fin_blocks) & set(base_blocks))
+    if alternations < 3:
+        return result(
+            False,
+            f"only {alternations} interleaved alternation(s); at least 3 are needed",
+            alternations=alternations,
+        )
+    fin_samples, base_samples = _merge(fin_blocks), _merge(base_blocks)
+    failed = {v.case_id for v in fin.verifications if v.phase == reval and not v.passed}
+    scored = {}
+    for case_id, w in weights.items():
+        if fin_samples.get(case_id) and base_samples.get(case_id) and case_id not in failed:
+            scored[case_id] = w
+        elif case_id in protected:
+            return result(
+                False,
+                f"no revalidation samples for protected case {case_id}",
+                alternations=alternations,
+            )
+    comp = compare(
+        {c: base_samples[c] for c in scored}, {c: fin_samples[c] for c in scored}, scored
+    )
+    problems = measurement_problems(comp, thresholds, protected)
+    if problems:
+        return result(False, "; ".join(problems), comp, alternations)
+    return result(
+        True,
+        f"speedup {_fmt(comp)} against a fresh baseline over {alternations} interleaved alternations",
+        comp,
+        alternations,
+    )

@@ -1,0 +1,328 @@
+"""The harness child process: `python -m optimizer.evaluation.child REQUEST_FD REPLY_FD`.
+
+It executes one command at a time for the parent (`optimizer.evaluation.evaluator.Evaluator`): commands arrive
+as JSON lines on REQUEST_FD, each answered by exactly one JSON line on REPLY_FD. The harness and
+the candidate may print to stdout/stderr freely; replies never travel there.
+
+Commands (`op`): load, build, verify, benchmark, profile, exit. Every reply carries `ok` and, after
+load, `patched`: the watched functions the candidate replaced since the snapshot (see
+optimizer.evaluation.guards.snapshot). The child never decides anything: it calls the harness, normalizes what
+came back into JSON, and reports exceptions as text (the tail of the traceback).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import inspect
+import json
+import math
+import os
+import random
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from optimizer.evaluation.guards.snapshot import Snapshot, bundle_modules
+
+HARNESS_MODULE = "harness"
+REQUIRED = ("build", "verify", "benchmark")
+
+
+class _Failure(Exception):
+    """A harness result the contract does not allow (turned into an error reply)."""
+
+
+def _tb() -> str:
+    return traceback.format_exc()
+
+
+def _number(value: Any) -> float | None:
+    """A JSON-safe float for a metric (None when not a finite real number)."""
+    try:
+        if isinstance(value, bool):
+            return float(value)
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _truthy(value: Any) -> bool:
+    """bool, numpy.bool_ and one-element tensors count as a verdict."""
+    if isinstance(value, bool):
+        return value
+    if type(value).__name__ in ("bool_", "bool", "Tensor") and hasattr(value, "item"):
+        item = value.item()
+        if isinstance(item, bool):
+            return item
+    raise _Failure(f"verify returned {type(value).__name__}, expected bool or a dict with 'passed'")
+
+
+def _jsonable(value: Any) -> Any:
+    """Harness results as plain JSON (numbers made floats, unknown objects made strings)."""
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    num = _number(value)
+    return num if num is not None else str(value)
+
+
+def _declared_int(value: Any) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(f) if math.isfinite(f) and f > 0 else None
+
+
+class Child:
+    def __init__(self) -> None:
+        self.harness: Any = None
+        self.snapshot: Snapshot | None = None
+        self.artifacts: dict[str, Any] = {}
+        self.bundle_root: Path | None = None
+        self.changed: Callable[[], list[str]] | None = None
+
+    # ---- commands ------------------------------------------------------------------------
+    def load(self, msg: dict[str, Any]) -> dict[str, Any]:
+        root = Path(msg["bundle_root"])
+        self.bundle_root = root
+        sys.path.insert(0, str(root))
+        path = root / msg.get("harness_file", "harness.py")
+        spec = importlib.util.spec_from_file_location(HARNESS_MODULE, path)
+        if spec is None or spec.loader is None:
+            return {"ok": False, "error": f"cannot load {path}"}
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[HARNESS_MODULE] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            return {"ok": False, "error": f"importing {path.name} raised", "traceback": _tb()}
+        missing = [f for f in REQUIRED if not callable(getattr(module, f, None))]
+        if missing:
+            return {"ok": False, "error": f"{path.name} lacks {', '.join(missing)}"}
+        self.harness = module
+        self._import_rng_modules()
+        own = [sys.modules[__name__], sys.modules[Snapshot.__module__]]
+        self.snapshot = Snapshot.take([*bundle_modules(root), *own])
+        # The bound method keeps the original function even if the class attribute is replaced.
+        self.changed = self.snapshot.changed
+        profile = getattr(module, "profile", None)
+        profile_args = None
+        if callable(profile):
+            try:
+                params = inspect.signature(profile).parameters.values()
+                positional = [
+                    p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                ]
+                varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+                profile_args = 3 if varargs or len(positional) >= 3 else 2
+            except (TypeError, ValueError):
+                profile_args = 3
+        return {"ok": True, "profile_args": profile_args, "watched": len(self.snapshot.entries)}
+
+    @staticmethod
+    def _import_rng_modules() -> None:
+        # Seeding must reach the RNGs the harness will use, even if it imports them lazily.
+        for name in ("numpy", "torch"):
+            if name not in sys.modules and importlib.util.find_spec(name) is not None:
+                with contextlib.suppress(Exception):
+                    importlib.import_module(name)
+
+    def build(self, msg: dict[str, Any]) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        try:
+            result = self.harness.build(msg["source"], msg["target"])
+        except BaseException:
+            return {
+                "ok": True,
+                "success": False,
+                "duration_ms": (time.perf_counter() - t0) * 1e3,
+                "diagnostics": _tb(),
+            }
+        duration_ms = (time.perf_counter() - t0) * 1e3
+        success, artifact, diagnostics = True, result, ""
+        if isinstance(result, dict) and "success" in result:
+            success = bool(result["success"])
+            artifact = result.get("artifact", result)
+            diagnostics = str(result.get("diagnostics", "") or "")
+        if success:
+            self.artifacts[msg["key"]] = artifact
+        return {
+            "ok": True,
+            "success": success,
+            "duration_ms": duration_ms,
+            "diagnostics": diagnostics,
+        }
+
+    @staticmethod
+    def seed_everything(seed: int) -> None:
+        random.seed(seed)
+        np = sys.modules.get("numpy")
+        if np is not None:
+            np.random.seed(seed % (2**32))
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.manual_seed(seed)
+
+    def verify(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.seed_everything(int(msg["seed"]))
+        try:
+            result = self.harness.verify(self.artifacts[msg["key"]], msg["case"])
+            if isinstance(result, dict):
+                if "passed" not in result:
+                    raise _Failure("verify returned a dict without 'passed'")
+                passed = (
+                    _truthy(result["passed"])
+                    if not isinstance(result["passed"], int)
+                    else bool(result["passed"])
+                )
+                diagnostics = str(result.get("diagnostics", "") or "")
+                raw = result.get("metrics") or {}
+                metrics = (
+                    {str(k): _number(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+                )
+            else:
+                passed, diagnostics, metrics = _truthy(result), "", {}
+        except _Failure as e:
+            return {"ok": True, "passed": False, "diagnostics": str(e), "metrics": {}}
+        except BaseException:
+            return {"ok": True, "passed": False, "diagnostics": _tb(), "metrics": {}}
+        return {"ok": True, "passed": passed, "diagnostics": diagnostics, "metrics": metrics}
+
+    def benchmark(self, msg: dict[str, Any]) -> dict[str, Any]:
+        case = msg["case"]
+        try:
+            result = self.harness.benchmark(
+                self.artifacts[msg["key"]], case, int(msg["repetitions"])
+            )
+        except BaseException:
+            return {"ok": False, "error": "benchmark raised", "traceback": _tb()}
+        warmup = cache_policy = None
+        declared: dict[str, Any] = dict(case.get("parameters") or {})
+        if isinstance(result, dict):
+            if "samples_us" not in result:
+                return {"ok": False, "error": "benchmark returned a dict without 'samples_us'"}
+            raw = result["samples_us"]
+            warmup = _declared_int(result.get("warmup_count"))
+            if result.get("warmup_count") == 0:
+                warmup = 0
+            cache_policy = (
+                None if result.get("cache_policy") is None else str(result["cache_policy"])
+            )
+            declared.update({k: result[k] for k in ("bytes_moved", "flops") if k in result})
+        else:
+            raw = result
+        if not isinstance(raw, list | tuple) or isinstance(raw, str):
+            try:
+                raw = list(raw)
+            except TypeError:
+                return {
+                    "ok": False,
+                    "error": f"benchmark returned {type(raw).__name__}, expected a list of samples (us)",
+                }
+        if not raw:
+            return {"ok": False, "error": "benchmark returned no samples"}
+        samples = []
+        for i, s in enumerate(raw):
+            f = None if isinstance(s, bool) else _number(s)
+            if f is None:
+                return {
+                    "ok": False,
+                    "error": f"benchmark sample {i} is {s!r}, not a finite number of microseconds",
+                }
+            if f <= 0:
+                return {
+                    "ok": False,
+                    "error": f"benchmark sample {i} is {f!r} us; samples must be positive",
+                }
+            samples.append(f)
+        return {
+            "ok": True,
+            "samples_us": samples,
+            "warmup_count": warmup,
+            "cache_policy": cache_policy,
+            "bytes_moved": _declared_int(declared.get("bytes_moved")),
+            "flops": _declared_int(declared.get("flops")),
+        }
+
+    def profile(self, msg: dict[str, Any]) -> dict[str, Any]:
+        fn = getattr(self.harness, "profile", None)
+        if not callable(fn):
+            return {"ok": False, "error": "the harness has no profile()"}
+        artifact = self.artifacts[msg["key"]]
+        try:
+            if msg.get("profile_args") == 2:
+                result = fn(artifact, msg["case"])
+            else:
+                result = fn(artifact, msg["case"], msg.get("request"))
+        except BaseException:
+            return {"ok": False, "error": "profile raised", "traceback": _tb()}
+        if not isinstance(result, dict):
+            return {
+                "ok": False,
+                "error": f"profile returned {type(result).__name__}, expected a dict",
+            }
+        return {"ok": True, "result": _jsonable(result)}
+
+    # ---- loop ----------------------------------------------------------------------------
+    def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
+        op = msg.get("op")
+        handler = {
+            "load": self.load,
+            "build": self.build,
+            "verify": self.verify,
+            "benchmark": self.benchmark,
+            "profile": self.profile,
+        }.get(str(op))
+        if handler is None:
+            return {"ok": False, "error": f"unknown op {op!r}"}
+        if op != "load" and self.harness is None:
+            return {"ok": False, "error": "harness not loaded"}
+        reply = handler(msg)
+        if self.changed is not None:
+            reply["patched"] = self.changed()
+        return reply
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    request_fd, reply_fd = int(args[0]), int(args[1])
+    requests = os.fdopen(request_fd, "r", encoding="utf-8")
+    replies = os.fdopen(reply_fd, "w", encoding="utf-8", buffering=1)
+    child = Child()
+    for line in requests:
+        msg = json.loads(line)
+        if msg.get("op") == "exit":
+            break
+        try:
+            reply = child.handle(msg)
+        except BaseException:
+            reply = {"ok": False, "error": "the harness child failed", "traceback": _tb()}
+        try:
+            line = json.dumps(reply, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            line = json.dumps({"ok": False, "error": f"the harness result cannot be recorded: {e}"})
+        replies.write(line + "\n")
+        replies.flush()
+    replies.close()
+    return 0
+
+
+if __name__ == "__main__":
+    rc = main()
+    # Exit without running interpreter teardown (atexit hooks a candidate may have registered).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)

@@ -1,0 +1,691 @@
+"""The evaluator: runs a candidate through the harness in a child process and emits the evidence.
+
+Invariants:
+- The harness and the candidate only ever run in the child (`python -m optimizer.evaluation.child`), in its
+  own process group, with the bundle's environment applied to the child alone. tlxdb's process
+  never imports either.
+- Commands travel to the child over one pipe and replies come back as JSON lines over another;
+  the child's stdout/stderr (which the harness may print to) go to a log whose tail becomes
+  diagnostics.
+- Every result becomes an event handed to `emit` as it happens (BuildFinished, CaseVerified,
+  BenchmarkSampled, ProfileCollected, IntegrityFlagged, InfrastructureFailed).
+- A timeout kills the whole process group (InfrastructureFailed TIMEOUT, retryable); a child that
+  dies is a CRASH (retryable); a harness that raises is a failed build/verification or a
+  HARNESS_ERROR (not retryable). Nothing the harness does raises out of `evaluate`.
+- Guards (optimizer.evaluation.guards): static checks before the child starts; the child reports replaced
+  functions after every call; the protected files are hashed before and after; implausible
+  measurements trigger extra verification and a re-benchmark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from optimizer.bundle.spec import CaseSpec
+from optimizer.decision import stats
+from optimizer.evaluation.guards import files as file_guard
+from optimizer.evaluation.guards import static as static_guard
+from optimizer.evaluation.guards import tripwire
+from optimizer.evaluation.requests import EvalRequest, EvalSummary, HarnessBundle
+from tlxstore.config import settings
+from tlxstore.errors import TlxdbError
+from tlxstore.events import (
+    BenchmarkSampled,
+    BuildFinished,
+    CaseVerified,
+    Event,
+    FailureKind,
+    InfrastructureFailed,
+    IntegrityFlagged,
+    Phase,
+    ProfileCollected,
+    ProfileMetric,
+)
+
+Emit = Callable[[Event], None]
+
+DIAGNOSTICS_TAIL_CHARS = 4000  # the tail of a traceback or child log kept as evidence
+EXTRA_VERIFICATIONS = 2  # verifications per case added when a tripwire fires
+PROFILE_SOURCES = ("proton", "ncu", "harness")
+
+
+class HarnessInvalidError(TlxdbError):
+    """The harness cannot be used: it lacks build/verify/benchmark or raises when imported."""
+
+
+class _ChildGone(Exception):
+    def __init__(self, kind: FailureKind, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+
+
+class _Stop(Exception):
+    """The evaluation ends early (the reason was already emitted)."""
+
+    def __init__(self, reason: str, *, blocked: bool = False, infra: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.blocked = blocked
+        self.infra = infra
+
+
+def tail(text: str, limit: int = DIAGNOSTICS_TAIL_CHARS) -> str:
+    """The last `limit` characters of `text` (diagnostics keep the end of a traceback)."""
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+class _Session:
+    """One child process: send a command, wait for its one-line reply, within a deadline."""
+
+    def __init__(self, bundle: HarnessBundle, python: str, deadline: float, env: dict[str, str]):
+        self.deadline = deadline
+        self.workdir = Path(tempfile.mkdtemp(prefix="tlxdb-child-"))
+        self.log_path = self.workdir / "child.log"
+        req_r, self.req_w = os.pipe()
+        self.rep_r, rep_w = os.pipe()
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [python, "-m", "optimizer.evaluation.child", str(req_r), str(rep_w)],
+                pass_fds=(req_r, rep_w),
+                start_new_session=True,
+                env=env,
+                cwd=self.workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        os.close(req_r)
+        os.close(rep_w)
+        self.buffer = b""
+        self.closed = False
+
+    def log_tail(self) -> str:
+        try:
+            return tail(self.log_path.read_text(errors="replace"))
+        except OSError:
+            return ""
+
+    def call(self, msg: dict[str, Any]) -> dict[str, Any]:
+        data = (json.dumps(msg) + "\n").encode()
+        try:
+            view = memoryview(data)
+            while view:
+                self._wait(write=True)
+                n = os.write(self.req_w, view)
+                view = view[n:]
+        except OSError:
+            raise self._gone() from None
+        while b"\n" not in self.buffer:
+            self._wait(write=False)
+            chunk = os.read(self.rep_r, 1 << 16)
+            if not chunk:
+                raise self._gone()
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        try:
+            reply = json.loads(line)
+        except json.JSONDecodeError:
+            raise _ChildGone(
+                FailureKind.CRASH, "the harness child wrote a malformed reply"
+            ) from None
+        if not isinstance(reply, dict):
+            raise _ChildGone(FailureKind.CRASH, "the harness child wrote a malformed reply")
+        return reply
+
+    def _wait(self, *, write: bool) -> None:
+        fd = self.req_w if write else self.rep_r
+        while True:
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                raise _ChildGone(FailureKind.TIMEOUT, "the evaluation ran past its time limit")
+            ready = (
+                select.select([], [fd], [], remaining)
+                if write
+                else select.select([fd], [], [], remaining)
+            )
+            if ready[1] if write else ready[0]:
+                return
+
+    def _gone(self) -> _ChildGone:
+        try:
+            rc = self.proc.wait(timeout=max(0.1, min(5.0, self.deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            rc = self.proc.returncode
+        log = self.log_tail()
+        if rc is not None and rc < 0:
+            name = (
+                signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
+            )
+            return _ChildGone(
+                FailureKind.CRASH, tail(f"the harness child died of signal {name}\n{log}")
+            )
+        return _ChildGone(
+            FailureKind.CRASH, tail(f"the harness child exited with status {rc}\n{log}")
+        )
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.write(self.req_w, b'{"op": "exit"}\n')
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=max(0.5, min(10.0, self.deadline - time.monotonic())))
+        # Whatever the child left behind in its group (threads are gone with it; processes not).
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.wait()
+        for fd in (self.req_w, self.rep_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        for p in sorted(self.workdir.rglob("*"), reverse=True):
+            with contextlib.suppress(OSError):
+                p.unlink() if not p.is_dir() or p.is_symlink() else p.rmdir()
+        with contextlib.suppress(OSError):
+            self.workdir.rmdir()
+
+
+def _profile_metrics(
+    result: dict[str, Any],
+) -> tuple[list[ProfileMetric], list[str], list[str], str]:
+    """Flatten a profile result into metrics (None kept as unknown), kernel names, artifact paths
+    and diagnostics. Units are taken from a `<name>_<unit>` suffix where there is one."""
+    metrics: list[ProfileMetric] = []
+    kernels: list[str] = []
+    artifacts: list[str] = []
+    diagnostics: list[str] = []
+
+    def walk(prefix: str, value: Any, source: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v, source)
+            return
+        leaf = prefix.rsplit(".", 1)[-1]
+        if leaf in ("kernel_names", "kernels") and isinstance(value, list):
+            kernels.extend(str(v) for v in value if isinstance(v, str))
+        elif leaf in ("diagnostics", "diagnostic", "error") and value:
+            diagnostics.append(f"{prefix}: {value}")
+        elif leaf in ("artifacts", "artifact_paths") and isinstance(value, list):
+            artifacts.extend(str(v) for v in value if isinstance(v, str) and os.path.isabs(v))
+        elif isinstance(value, str) and os.path.isabs(value) and leaf.endswith(("path", "file")):
+            artifacts.append(value)
+        elif value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+            unit = leaf.rsplit("_", 1)[-1] if "_" in leaf else ""
+            metrics.append(
+                ProfileMetric(
+                    name=prefix,
+                    value=None if value is None else float(value),
+                    unit=unit,
+                    source=source,
+                )
+            )
+
+    for key, value in result.items():
+        source = key if key in PROFILE_SOURCES else "harness"
+        walk(str(key), value, source)
+    return metrics, kernels, artifacts, "\n".join(diagnostics)
+
+
+class Evaluator:
+    """Runs candidates through one frozen bundle's harness, each in a fresh child process.
+
+    `python`: the child's interpreter (default TLXDB_CHILD_PYTHON, else this one).
+    `peak_*`: hardware ceilings for the throughput tripwire (None: not judged).
+    `seed_source`: where verification seeds come from (default: fresh random 62-bit seeds).
+    `trusted_source`: the user's own kernel; static findings it shares are not flagged (an
+    in-place kernel may keep writing into its input).
+    `static_checks` / `snapshot_checks` exist to show what the guards catch (tests of the
+    adversarial corpus turn them off to prove the other guards independently); tlxdb always runs
+    with both on.
+    """
+
+    def __init__(
+        self,
+        bundle: HarnessBundle,
+        *,
+        python: str | None = None,
+        static_checks: bool = True,
+        snapshot_checks: bool = True,
+        trusted_source: str | None = None,
+        peak_bandwidth_bytes_per_s: float | None = None,
+        peak_flops_per_s: float | None = None,
+        seed_source: Callable[[], int] | None = None,
+    ) -> None:
+        self.bundle = bundle
+        self.python = python or settings().child_python or sys.executable
+        self.static_checks = static_checks
+        self.snapshot_checks = snapshot_checks
+        self.trusted_source = trusted_source
+        self.peak_bandwidth_bytes_per_s = peak_bandwidth_bytes_per_s
+        self.peak_flops_per_s = peak_flops_per_s
+        self._seed = seed_source or (lambda: secrets.randbits(62))
+
+    # ---- the child -------------------------------------------------------------------------
+    def _child_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.bundle.environment)
+        repo = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    def _start(self, timeout_s: float) -> _Session:
+        return _Session(self.bundle, self.python, time.monotonic() + timeout_s, self._child_env())
+
+    def _load(self, session: _Session) -> dict[str, Any]:
+        reply = session.call(
+            {
+                "op": "load",
+                "bundle_root": str(self.bundle.root),
+                "harness_file": self.bundle.harness_file,
+            }
+        )
+        if not reply.get("ok"):
+            raise HarnessInvalidError(
+                f"{self.bundle.harness_file}: {reply.get('error')}"
+                + (f": {_last_line(reply['traceback'])}" if reply.get("traceback") else "")
+            )
+        return reply
+
+    def check_harness(self, timeout_s: float = 120.0) -> None:
+        """Import the harness in a child; raise HarnessInvalidError when it cannot be used."""
+        session = self._start(timeout_s)
+        try:
+            self._load(session)
+        except _ChildGone as e:
+            raise HarnessInvalidError(
+                f"{self.bundle.harness_file}: loading it failed: {_last_line(e.detail)}"
+            ) from None
+        finally:
+            session.close()
+
+    # ---- evaluate --------------------------------------------------------------------------
+    def evaluate(self, req: EvalRequest, emit: Emit) -> EvalSummary:
+        """Build, verify (repeatedly, fresh seeds), benchmark, verify again, profile; emit events."""
+        cid = req.candidate_id
+        if self.static_checks:
+            findings = static_guard.check_source(req.source, self.trusted_source)
+            for f in findings:
+                emit(
+                    IntegrityFlagged(
+                        candidate_id=cid, guard=f.guard, detail=f.detail, blocking=True
+                    )
+                )
+            if findings:
+                return EvalSummary(
+                    candidate_id=cid,
+                    built=False,
+                    verified=False,
+                    benchmarked=False,
+                    blocked_by_guard=True,
+                    reason=findings[0].detail,
+                )
+
+        def body(session: _Session, loaded: dict[str, Any], p: _Progress) -> None:
+            run = _Run(self, session, cid, req.phase, emit)
+            if not run.build("A", req.source):
+                raise _Stop("build failed")
+            p.built = True
+            p.stage = "verify"
+            cases = run.verify_cases("A", self.bundle.cases, req.verify_repeats, first_attempt=1)
+            p.verified = True
+            p.stage = "benchmark"
+            medians = run.benchmark_cases("A", cases, req.repetitions, block=0)
+            p.benchmarked = True
+            p.stage = "verify"
+            run.verify_cases("A", cases, 1, first_attempt=req.verify_repeats + 1)
+            fired = tripwire.check(
+                medians,
+                req.parent_medians_us,
+                run.declared,
+                self.peak_bandwidth_bytes_per_s,
+                self.peak_flops_per_s,
+            )
+            if fired:
+                for t in fired:
+                    emit(
+                        IntegrityFlagged(
+                            candidate_id=cid, guard=t.guard, detail=t.detail, blocking=False
+                        )
+                    )
+                run.verify_cases(
+                    "A", cases, EXTRA_VERIFICATIONS, first_attempt=req.verify_repeats + 2
+                )
+                p.stage = "benchmark"
+                run.benchmark_cases("A", cases, req.repetitions, block=1)
+            if req.profile and loaded.get("profile_args"):
+                p.stage = "profile"
+                run.profile_cases("A", cases, loaded["profile_args"], req.artifacts_dir)
+
+        return self._session(cid, req.timeout_s, emit, body)
+
+    # ---- final revalidation ----------------------------------------------------------------
+    def revalidate(
+        self,
+        finalist_id: str,
+        finalist_source: str,
+        baseline_id: str,
+        baseline_source: str,
+        alternations: int,
+        repetitions: int,
+        timeout_s: float,
+        emit: Emit,
+    ) -> EvalSummary:
+        """Build finalist (A) and baseline (B) in one child, verify both, then benchmark them
+        interleaved A B A B ... (`alternations` blocks; each block benchmarks every case for A and
+        then for B), all with phase=REVALIDATION and the block index; verify A once more after."""
+        if alternations < 3:
+            raise ValueError("final revalidation needs at least 3 alternations")
+
+        def body(session: _Session, loaded: dict[str, Any], p: _Progress) -> None:
+            a = _Run(self, session, finalist_id, Phase.REVALIDATION, emit)
+            b = _Run(self, session, baseline_id, Phase.REVALIDATION, emit)
+            if not a.build("A", finalist_source):
+                raise _Stop("the finalist failed to build")
+            if not b.build("B", baseline_source):
+                raise _Stop("the baseline failed to build")
+            p.built = True
+            p.stage = "verify"
+            cases = a.verify_cases("A", self.bundle.cases, 1, first_attempt=1)
+            b.verify_cases("B", cases, 1, first_attempt=1)
+            p.verified = True
+            p.stage = "benchmark"
+            for block in range(alternations):
+                for case in cases:
+                    a.benchmark_cases("A", [case], repetitions, block=block)
+                    b.benchmark_cases("B", [case], repetitions, block=block)
+            p.benchmarked = True
+            p.stage = "verify"
+            a.verify_cases("A", cases, 1, first_attempt=2)
+
+        return self._session(finalist_id, timeout_s, emit, body)
+
+    # ---- one child, start to end -----------------------------------------------------------
+    def _session(
+        self,
+        cid: str,
+        timeout_s: float,
+        emit: Emit,
+        body: Callable[[_Session, dict[str, Any], _Progress], None],
+    ) -> EvalSummary:
+        """Run `body` in a fresh child; turn every way it can end into events and a summary, and
+        check the protected files afterwards."""
+        before = file_guard.hash_paths(self.bundle.protected_paths)
+        p = _Progress()
+        reason, blocked, infra = "", False, False
+        session = self._start(timeout_s)
+        try:
+            loaded = self._load(session)
+            body(session, loaded, p)
+        except _Stop as s:
+            reason, blocked, infra = s.reason, s.blocked, s.infra
+        except HarnessInvalidError as e:
+            emit(
+                InfrastructureFailed(
+                    candidate_id=cid,
+                    stage=p.stage,
+                    kind=FailureKind.HARNESS_ERROR,
+                    retryable=False,
+                    diagnostics=e.message,
+                )
+            )
+            reason = e.message
+        except _ChildGone as g:
+            emit(
+                InfrastructureFailed(
+                    candidate_id=cid,
+                    stage=p.stage,
+                    kind=g.kind,
+                    retryable=True,
+                    diagnostics=g.detail,
+                )
+            )
+            reason, infra = f"{g.kind.value} during {p.stage}", True
+        finally:
+            session.close()
+        changed = file_guard.changed_paths(
+            before, file_guard.hash_paths(self.bundle.protected_paths)
+        )
+        for path in changed:
+            emit(
+                IntegrityFlagged(
+                    candidate_id=cid,
+                    guard="files:changed",
+                    detail=f"the candidate changed protected file {path}",
+                    blocking=True,
+                )
+            )
+        if changed:
+            blocked, reason = True, f"the candidate changed protected file {changed[0]}"
+        return EvalSummary(
+            candidate_id=cid,
+            built=p.built,
+            verified=p.verified and not reason,
+            benchmarked=p.benchmarked,
+            blocked_by_guard=blocked,
+            infrastructure_failure=infra,
+            reason=reason,
+        )
+
+
+class _Progress:
+    """How far an evaluation got, and the stage it is in (for failure events)."""
+
+    def __init__(self) -> None:
+        self.stage = "build"
+        self.built = False
+        self.verified = False
+        self.benchmarked = False
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in str(text).strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+class _Run:
+    """One candidate's commands within a session, turned into events."""
+
+    def __init__(self, ev: Evaluator, session: _Session, cid: str, phase: Phase, emit: Emit):
+        self.ev = ev
+        self.session = session
+        self.cid = cid
+        self.phase = phase
+        self.emit = emit
+        self.declared: dict[str, tuple[int | None, int | None]] = {}  # case -> (bytes, flops)
+
+    def _call(self, msg: dict[str, Any]) -> dict[str, Any]:
+        reply = self.session.call(msg)
+        patched = (reply.get("patched") or []) if self.ev.snapshot_checks else []
+        if patched:
+            for name in patched:
+                self.emit(
+                    IntegrityFlagged(
+                        candidate_id=self.cid,
+                        guard=f"patched:{name}",
+                        detail=f"the candidate replaced {name} (during {msg['op']})",
+                        blocking=True,
+                    )
+                )
+            raise _Stop(f"the candidate replaced {patched[0]}", blocked=True)
+        return reply
+
+    def build(self, key: str, source: str) -> bool:
+        reply = self._call(
+            {"op": "build", "key": key, "source": source, "target": self.ev.bundle.target}
+        )
+        if not reply.get("ok"):
+            raise HarnessInvalidError(str(reply.get("error")))
+        self.emit(
+            BuildFinished(
+                candidate_id=self.cid,
+                success=bool(reply["success"]),
+                duration_ms=float(reply["duration_ms"]),
+                diagnostics=tail(str(reply.get("diagnostics", ""))),
+            )
+        )
+        return bool(reply["success"])
+
+    def verify_cases(
+        self, key: str, cases: list[CaseSpec], repeats: int, *, first_attempt: int
+    ) -> list[CaseSpec]:
+        """Verify each case `repeats` times with fresh seeds; return the cases that passed every
+        time. A protected case that fails ends the evaluation."""
+        kept = []
+        for case in cases:
+            ok = True
+            for attempt in range(first_attempt, first_attempt + repeats):
+                seed = self.ev._seed()
+                reply = self._call(
+                    {"op": "verify", "key": key, "case": _case_dict(case), "seed": seed}
+                )
+                if not reply.get("ok"):
+                    raise HarnessInvalidError(str(reply.get("error")))
+                passed = bool(reply["passed"])
+                self.emit(
+                    CaseVerified(
+                        candidate_id=self.cid,
+                        case_id=case.case_id,
+                        passed=passed,
+                        phase=self.phase,
+                        attempt=attempt,
+                        seed=seed,
+                        diagnostics=tail(str(reply.get("diagnostics", ""))),
+                        metrics=reply.get("metrics") or {},
+                    )
+                )
+                if not passed:
+                    ok = False
+                    break
+            if not ok and case.protected:
+                raise _Stop(
+                    f"protected case {case.case_id} failed verification (attempt {attempt})"
+                )
+            if ok:
+                kept.append(case)
+        return kept
+
+    def benchmark_cases(
+        self, key: str, cases: list[CaseSpec], repetitions: int, *, block: int
+    ) -> dict[str, float]:
+        medians: dict[str, float] = {}
+        for case in cases:
+            reply = self._call(
+                {
+                    "op": "benchmark",
+                    "key": key,
+                    "case": _case_dict(case),
+                    "repetitions": repetitions,
+                }
+            )
+            if not reply.get("ok"):
+                detail = str(reply.get("error"))
+                if reply.get("traceback"):
+                    detail += "\n" + str(reply["traceback"])
+                self.emit(
+                    InfrastructureFailed(
+                        candidate_id=self.cid,
+                        stage="benchmark",
+                        kind=FailureKind.HARNESS_ERROR,
+                        retryable=False,
+                        diagnostics=tail(f"case {case.case_id}: {detail}"),
+                    )
+                )
+                raise _Stop(
+                    f"the harness benchmark failed on case {case.case_id}: {_last_line(detail)}"
+                )
+            samples = [float(s) for s in reply["samples_us"]]
+            self.declared[case.case_id] = (reply.get("bytes_moved"), reply.get("flops"))
+            self.emit(
+                BenchmarkSampled(
+                    candidate_id=self.cid,
+                    case_id=case.case_id,
+                    phase=self.phase,
+                    block=block,
+                    samples_us=samples,
+                    warmup_count=reply.get("warmup_count"),
+                    cache_policy=reply.get("cache_policy"),
+                    bytes_moved=reply.get("bytes_moved"),
+                    flops=reply.get("flops"),
+                )
+            )
+            medians[case.case_id] = stats.median(samples)
+        return medians
+
+    def profile_cases(
+        self, key: str, cases: list[CaseSpec], profile_args: int, artifacts_dir: Path | None
+    ) -> None:
+        for case in cases:
+            case_dir = None
+            if artifacts_dir is not None:
+                case_dir = Path(artifacts_dir) / self.cid / case.case_id
+                case_dir.mkdir(parents=True, exist_ok=True)
+            request = {
+                "level": "summary",
+                "tools": ["proton_launch", "native_profiler"],
+                "experiment_id": self.cid,
+                "artifacts_dir": str(case_dir.resolve()) if case_dir else None,
+                "reason": "candidate evaluation",
+                "diagnostic_only": False,
+            }
+            reply = self._call(
+                {
+                    "op": "profile",
+                    "key": key,
+                    "case": _case_dict(case),
+                    "request": request,
+                    "profile_args": profile_args,
+                }
+            )
+            if not reply.get("ok"):
+                detail = str(reply.get("error")) + (
+                    f": {_last_line(reply['traceback'])}" if reply.get("traceback") else ""
+                )
+                self.emit(
+                    ProfileCollected(
+                        candidate_id=self.cid,
+                        case_id=case.case_id,
+                        metrics=[],
+                        diagnostics=tail(detail),
+                    )
+                )
+                continue
+            metrics, kernels, artifacts, diagnostics = _profile_metrics(reply["result"])
+            self.emit(
+                ProfileCollected(
+                    candidate_id=self.cid,
+                    case_id=case.case_id,
+                    metrics=metrics,
+                    kernel_names=kernels,
+                    diagnostics=tail(diagnostics),
+                    artifacts=artifacts,
+                )
+            )
+
+
+def _case_dict(case: CaseSpec) -> dict[str, Any]:
+    """The case as cases.json gave it (handed to the harness unchanged)."""
+    return case.model_dump(mode="json")

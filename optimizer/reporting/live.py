@@ -1,0 +1,175 @@
+"""The live log: one line per event of a run, and the timeline of `tlxdb show`.
+
+Pure functions (a folded run in, text out). Kernel source text never appears in a live log line.
+"""
+
+from __future__ import annotations
+
+from optimizer.decision import stats
+from optimizer.reporting.result import case_numbers
+from tlxstore.events import (
+    BASELINE_ID,
+    BenchmarkSampled,
+    BuildFinished,
+    BundleValidated,
+    CandidateProposed,
+    CaseVerified,
+    CommitAttempted,
+    DecisionMade,
+    DuplicateDetected,
+    Envelope,
+    ExclusionRecorded,
+    FinalistRevalidated,
+    InfrastructureFailed,
+    IntegrityFlagged,
+    ModelExchanged,
+    Phase,
+    ProfileCollected,
+    RunFinished,
+    RunStarted,
+    SearchEnded,
+)
+from tlxstore.fold import CandidateState, RunState
+
+
+def ci_text(speedup: float | None, lo: float | None, hi: float | None) -> str:
+    if speedup is None:
+        return "n/a"
+    ci = f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else ""
+    return f"{speedup:.3f}x{ci}"
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _profile_line(e: ProfileCollected, state: RunState) -> str:
+    base = state.candidates.get(BASELINE_ID)
+    base_metrics = {
+        m.name: m.value
+        for p in (base.profiles if base else [])
+        if p.case_id == e.case_id
+        for m in p.metrics
+    }
+    parts = []
+    for m in e.metrics[:4]:
+        if m.value is None:
+            parts.append(f"{m.name}=null")
+            continue
+        delta = ""
+        b = base_metrics.get(m.name)
+        if b and e.candidate_id != BASELINE_ID:
+            delta = f" ({(m.value - b) / b:+.1%} vs baseline)"
+        parts.append(f"{m.name}={m.value:.4g}{m.unit and ' ' + m.unit}{delta}")
+    kernels = ", ".join(e.kernel_names) or "no kernel"
+    return f"{e.candidate_id} profile {e.case_id}: time in {kernels}; " + "; ".join(parts)
+
+
+def describe(env: Envelope, state: RunState) -> str | None:
+    """One readable line for an event of the live log, or None for events not worth a line."""
+    e = env.event
+    match e:
+        case RunStarted():
+            t = e.thresholds
+            return (
+                f"run {env.run_id} on {e.device.kind}: provider {e.provider}{' / ' + e.model if e.model else ''}, "
+                f"{t.max_rounds} rounds x {t.candidates_per_round}, min speedup {t.min_speedup}, max CV {t.max_cv}"
+            )
+        case BundleValidated():
+            failed = [c for c in e.checks if not c.passed]
+            if failed:
+                return f"validation failed: {failed[0].name}: {failed[0].detail}"
+            return "validation passed: " + "; ".join(f"{c.name} ok" for c in e.checks)
+        case CandidateProposed() if e.candidate_id != BASELINE_ID:
+            return (
+                f"{e.candidate_id} (round {e.round}, parent {e.parent_id}) hypothesis: {one_line(e.hypothesis)}"
+                f"{' | evidence: ' + one_line(e.evidence) if e.evidence else ''} | change: {one_line(e.change) or 'n/a'}"
+                f" | expected: {one_line(e.expected_effect) or 'n/a'} | risk: {one_line(e.risk) or 'n/a'}"
+            )
+        case DuplicateDetected():
+            return f"{e.candidate_id} duplicate ({e.match} hash) of {e.duplicate_of_run}/{e.duplicate_of_candidate}"
+        case BuildFinished():
+            ok = "built" if e.success else f"build FAILED: {one_line(e.diagnostics)[-200:]}"
+            return f"{e.candidate_id} {ok} in {e.duration_ms:.0f} ms"
+        case CaseVerified():
+            verdict = "correct" if e.passed else f"INCORRECT: {one_line(e.diagnostics)[-200:]}"
+            return f"{e.candidate_id} verify {e.case_id} (attempt {e.attempt}): {verdict}"
+        case BenchmarkSampled():
+            s = e.samples_us
+            if not s:
+                return None
+            block = f" block {e.block}" if e.phase == Phase.REVALIDATION else ""
+            return (
+                f"{e.candidate_id} bench {e.case_id}{block}: median {stats.median(s):.1f} us, "
+                f"p95 {stats.p95(s):.1f} us, CV {stats.cv(s):.3f} ({len(s)} samples)"
+            )
+        case ProfileCollected():
+            return _profile_line(e, state)
+        case IntegrityFlagged():
+            return f"{e.candidate_id} {'BLOCKED' if e.blocking else 'flagged'} by {e.guard}: {one_line(e.detail)}"
+        case InfrastructureFailed():
+            who = e.candidate_id or "provider"
+            return f"{who} {e.kind.value} during {e.stage}: {one_line(e.diagnostics)[-200:]}"
+        case DecisionMade():
+            return (
+                f"{e.candidate_id} {e.outcome.value.upper()}: speedup {ci_text(e.speedup, e.ci_low, e.ci_high)}"
+                f" — {one_line(e.reason)}"
+            )
+        case ExclusionRecorded():
+            return f"{e.candidate_id} excluded: {e.signature} ({e.outcome.value})"
+        case FinalistRevalidated():
+            verdict = "survived" if e.survived else "did NOT survive"
+            return (
+                f"{e.candidate_id} {verdict} final revalidation ({e.alternations} alternations): "
+                f"speedup {ci_text(e.speedup, e.ci_low, e.ci_high)} — {one_line(e.reason)}"
+            )
+        case CommitAttempted():
+            if e.success:
+                return f"committed {e.candidate_id} as {e.rev_after}: {e.subject}"
+            return f"commit of {e.candidate_id} FAILED{' (conflict)' if e.conflict else ''}: {one_line(e.diagnostics)}"
+        case ModelExchanged():
+            tokens = f", {e.tokens_in}+{e.tokens_out} tokens" if e.tokens_in is not None else ""
+            return (
+                f"model exchange {e.exchange_id} ({e.model or e.provider}, {e.latency_ms:.0f} ms{tokens})"
+                + (f": error {e.error}" if e.error else "")
+            )
+        case SearchEnded():
+            return f"search ended: {e.reason.value}{' — ' + one_line(e.detail) if e.detail else ''}"
+        case RunFinished():
+            win = f", winner {e.winner_id} at {e.speedup:.3f}x" if e.winner_id and e.speedup else ""
+            return (
+                f"run finished: {e.stopping_reason.value}{win}"
+                f"{' — ' + one_line(e.detail) if e.detail else ''}{timing_label(state)}"
+            )
+    return None
+
+
+def timing_label(state: RunState) -> str:
+    """CPU timings are the Triton interpreter's: say so wherever a speedup is reported."""
+    device = state.started.device if state.started else None
+    if device is not None and device.backend == "cpu":
+        return " (timings measure the Triton interpreter on the CPU, not a GPU)"
+    return ""
+
+
+def timeline(envelopes: list[Envelope]) -> list[str]:
+    """Every event worth a line, in order, as `tlxdb show` prints it."""
+    state = RunState()
+    lines = []
+    for env in envelopes:
+        state.apply(env)
+        line = describe(env, state)
+        if line is not None:
+            lines.append(f"{env.seq:>5}  {env.recorded_at:%H:%M:%S}  {line}")
+    return lines
+
+
+# ---- the report -----------------------------------------------------------------------------
+
+
+def candidate_numbers(c: CandidateState) -> str:
+    """median/p95/CV per case of one candidate, one line (for `tlxdb show`)."""
+    return "; ".join(
+        f"{n.case_id} {n.median_us:.1f}/{n.p95_us:.1f} us CV {n.cv:.3f}"
+        for n in case_numbers(c, None)
+    )

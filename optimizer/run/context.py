@@ -1,0 +1,164 @@
+"""The provider's view of the world: a ProviderContext built from the store's views and the run.
+
+What it holds: the parent (the current best) and its numbers and profile, the baseline's
+numbers, every candidate measured under this run's measurement identity in any run, every
+exclusion for this bundle and device kind (all of them, grouped), the best candidates of prior
+runs, and the evidence of runs named with --prior-run even when they measured elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from optimizer.bundle.loading import Bundle
+from optimizer.decision import stats
+from optimizer.providers.base import CaseResult, Exclusion, MeasuredCandidate, ProviderContext
+from queries import lookups
+from tlxstore.events import BASELINE_ID, DeviceInfo, Outcome, Phase
+from tlxstore.fold import CandidateState, RunState
+from tlxstore.store import Store
+
+
+def case_results(c: CandidateState, phase: Phase | None = None) -> list[CaseResult]:
+    """Median, p95 and CV of one candidate's samples per case."""
+    declared = {s.case_id: s for s in c.samples}
+    return [
+        CaseResult(
+            case_id=case_id,
+            median_us=stats.median(s),
+            p95_us=stats.p95(s),
+            cv=stats.cv(s),
+            bytes_moved=declared[case_id].bytes_moved,
+            flops=declared[case_id].flops,
+        )
+        for case_id, s in c.samples_by_case(phase).items()
+        if s
+    ]
+
+
+def measured_in(state: RunState) -> list[MeasuredCandidate]:
+    """Every decided candidate of one run, as the context lists them."""
+    assert state.run_id is not None
+    out = []
+    for c in state.candidates.values():
+        if c.candidate_id == BASELINE_ID or c.decision is None:
+            continue
+        out.append(
+            MeasuredCandidate(
+                run_id=state.run_id,
+                candidate_id=c.candidate_id,
+                source_hash=c.proposal.source_hash,
+                knobs=c.proposal.knobs,
+                outcome=c.decision.outcome.value,
+                speedup=c.decision.speedup,
+                reason=c.decision.reason,
+                hypothesis=c.proposal.hypothesis,
+            )
+        )
+    return out
+
+
+def exclusions_in(state: RunState) -> list[Exclusion]:
+    return [
+        Exclusion(
+            signature=e.signature, outcome=e.outcome.value, reason=e.reason, hypothesis=e.hypothesis
+        )
+        for c in state.candidates.values()
+        if (e := c.exclusion) is not None
+    ]
+
+
+def _merge_exclusions(groups: Sequence[Exclusion], extra: Sequence[Exclusion]) -> list[Exclusion]:
+    by_sig = {(e.signature, e.outcome): e for e in groups}
+    for e in extra:
+        key = (e.signature, e.outcome)
+        if key not in by_sig:
+            by_sig[key] = e
+    return list(by_sig.values())
+
+
+def _merge_measured(*lists: Sequence[MeasuredCandidate]) -> list[MeasuredCandidate]:
+    seen: dict[tuple[str, str], MeasuredCandidate] = {}
+    for lst in lists:
+        for m in lst:
+            seen.setdefault((m.run_id, m.candidate_id), m)
+    return list(seen.values())
+
+
+def _best_first(measured: Sequence[MeasuredCandidate]) -> list[MeasuredCandidate]:
+    good = [m for m in measured if m.outcome == Outcome.PROMOTED.value and m.speedup is not None]
+    return sorted(good, key=lambda m: -(m.speedup or 0.0))
+
+
+@dataclass(frozen=True)
+class SharedEvidence:
+    """The store's part of a context: what every run under this identity has learned."""
+
+    measured: list[MeasuredCandidate]
+    exclusions: list[Exclusion]
+    prior_best: list[MeasuredCandidate]
+
+
+def fetch_shared(
+    store: Store, measurement_key: str, bundle_digest: str, device_kind: str, run_id: str
+) -> SharedEvidence:
+    """The three context lookups at one generation of the store (lookups.prompt_context:
+    milliseconds on a large store); run off the loop's critical path."""
+    measured, exclusions, prior_best = lookups.prompt_context(
+        store, measurement_key, bundle_digest, device_kind, run_id
+    )
+    return SharedEvidence(measured=measured, exclusions=exclusions, prior_best=prior_best)
+
+
+def build_context(
+    *,
+    shared: SharedEvidence,
+    state: RunState,
+    bundle: Bundle,
+    device: DeviceInfo,
+    round: int,
+    candidate_index: int,
+    prior_runs: Sequence[RunState] = (),
+    peak_bandwidth_bytes_per_s: float | None = None,
+    peak_flops_per_s: float | None = None,
+) -> ProviderContext:
+    assert state.started is not None and state.run_id is not None
+    parent_id = state.incumbent_id or BASELINE_ID
+    parent = state.candidates[parent_id]
+    baseline = state.candidates[BASELINE_ID]
+    phase = Phase.VALIDATION if parent_id == BASELINE_ID else Phase.ROUND
+    prior_measured = [m for p in prior_runs for m in measured_in(p)]
+    prior_exclusions = [e for p in prior_runs for e in exclusions_in(p)]
+    measured = _merge_measured(
+        measured_in(state),
+        shared.measured,
+        prior_measured,
+    )
+    return ProviderContext(
+        run_id=state.run_id,
+        round=round,
+        candidate_index=candidate_index,
+        target=bundle.target_spec,
+        device=device,
+        cases=bundle.cases,
+        parent_id=parent_id,
+        parent_source=state.sources[parent.proposal.source_hash].text,
+        parent_knobs=parent.proposal.knobs,
+        original_source=state.sources[baseline.proposal.source_hash].text,
+        reference_source=bundle.reference_source,
+        best_per_case=case_results(parent, phase),
+        baseline_per_case=case_results(baseline, Phase.VALIDATION),
+        parent_profile=[m for p in parent.profiles for m in p.metrics],
+        measured=measured,
+        exclusions=_merge_exclusions(
+            shared.exclusions,
+            [*exclusions_in(state), *prior_exclusions],
+        ),
+        prior_best=_merge_measured(
+            shared.prior_best,
+            _best_first(prior_measured),
+        ),
+        peak_bandwidth_bytes_per_s=peak_bandwidth_bytes_per_s,
+        peak_flops_per_s=peak_flops_per_s,
+    )

@@ -1,0 +1,103 @@
+"""The output folder of a run (docs/CONTRACT.md §3).
+
+Layout:
+    <output_dir>/events.jsonl          the run's event log (everything else can be rebuilt from it)
+    <output_dir>/run_request.json      what was asked (bundle paths, flags), for --resume
+    <output_dir>/best_kernel.py        the revalidated winner, else the baseline
+    <output_dir>/result.json           the stdout object
+    <output_dir>/report.md             the run's report
+    <output_dir>/experiments/<id>/kernel.py, incremental.patch, cumulative.patch, profile/
+
+Invariants: every file is written atomically (temp file + rename); experiment files are written
+when the candidate is proposed, the final files when the run finishes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tlxstore.events import BASELINE_ID
+
+if TYPE_CHECKING:
+    from optimizer.reporting.result import RunResult
+
+
+def unified_diff(before: str, after: str, before_name: str, after_name: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            before_name,
+            after_name,
+        )
+    )
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class OutputFolder:
+    """Writes the artifacts of one run under its output folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / "events.jsonl"
+
+    @property
+    def request_path(self) -> Path:
+        return self.root / "run_request.json"
+
+    def experiment_dir(self, candidate_id: str) -> Path:
+        return self.root / "experiments" / candidate_id
+
+    def artifacts_dir(self, candidate_id: str) -> Path:
+        d = self.experiment_dir(candidate_id) / "profile"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def write_experiment(
+        self,
+        candidate_id: str,
+        source: str,
+        parent_id: str | None,
+        parent_source: str,
+        baseline_source: str,
+    ) -> None:
+        d = self.experiment_dir(candidate_id)
+        write_atomic(d / "kernel.py", source)
+        write_atomic(
+            d / "incremental.patch",
+            unified_diff(
+                parent_source,
+                source,
+                f"{parent_id or BASELINE_ID}/kernel.py",
+                f"{candidate_id}/kernel.py",
+            ),
+        )
+        write_atomic(
+            d / "cumulative.patch",
+            unified_diff(
+                baseline_source, source, f"{BASELINE_ID}/kernel.py", f"{candidate_id}/kernel.py"
+            ),
+        )
+
+    def write_final(self, result: RunResult, best_source: str, report_md: str) -> None:
+        write_atomic(self.root / "best_kernel.py", best_source)
+        write_atomic(self.root / "report.md", report_md)
+        write_atomic(self.root / "result.json", result.model_dump_json(indent=2) + "\n")

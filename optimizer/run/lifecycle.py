@@ -1,0 +1,482 @@
+"""Starting, resuming and validating runs: everything around the loop that is done once.
+
+Invariants:
+- Bad input (files, flags, bundle, device, provider) is refused before anything is written; the
+  validation (baseline and the negative tests) runs with its log in the private workspace, and
+  only a bundle that passes gets an output folder and enters the store. A run that is refused
+  leaves nothing behind.
+- `target.environment` reaches the harness child processes only.
+- A resumed run continues its own log in its own output folder; its bundle must hash as it did
+  when the run started.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import shutil
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from importers import import_paths
+from importers.tlx_agent import is_tlx_folder
+from optimizer.bundle import validation
+from optimizer.bundle.loading import (
+    BundleChangedError,
+    BundleError,
+    BundlePaths,
+    FrozenBundle,
+    load,
+    read_kernel,
+    resolve_thresholds,
+)
+from optimizer.decision.identity import measurement_key, normalized_source, source_hashes
+from optimizer.evaluation.evaluator import Evaluator
+from optimizer.providers import ProviderOptions, ProviderRegistry, default_provider, registry
+from optimizer.providers.base import Provider
+from optimizer.reporting.result import RunResult
+from optimizer.run.folder import OutputFolder, write_atomic
+from optimizer.run.loop import Ceilings, Observer, RunLoop, Setup
+from optimizer.run.workspace import Workspace
+from optimizer.vcs import commit as vcs
+from optimizer.vcs.commit import VcsSnapshot
+from tlxstore.config import settings
+from tlxstore.errors import ConfigError
+from tlxstore.events import (
+    BASELINE_ID,
+    BundleValidated,
+    CandidateProposed,
+    CommitAttempted,
+    DeviceInfo,
+    Envelope,
+    Event,
+    RunStarted,
+    SourceStored,
+    StoppingReason,
+    Thresholds,
+    ToolVersions,
+    ValidationCheck,
+    new_run_id,
+)
+from tlxstore.fold import RunState, fold
+from tlxstore.runlog import RunLog
+from tlxstore.store import Store
+from tlxstore.version import tlxdb_version
+
+REQUEST_FILE = "run_request.json"
+SNAPSHOT_FILE = "vcs_snapshot.json"
+Committer = Callable[[RunState, str], CommitAttempted]
+
+
+class CommitOptions(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    enabled: bool = True
+    message: str | None = None
+    vcs: Literal["auto", "git", "hg"] = "auto"
+
+
+class RunRequest(BaseModel):
+    """What `tlxdb optimize` was asked to do (written to the output folder for --resume)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kernel: Path
+    bundle: BundlePaths
+    store: Path
+    output_dir: Path | None = None
+    flags: dict[str, float | int | None] = {}
+    provider: str | None = None
+    provider_options: ProviderOptions = ProviderOptions()
+    prior_runs: list[str] = []
+    commit: CommitOptions = CommitOptions()
+    arch: str | None = None
+    argv: list[str] = []
+    label: str | None = None
+
+    @property
+    def provider_name(self) -> str:
+        return self.provider or default_provider(self.provider_options.model)
+
+
+class NotResumableError(ConfigError):
+    """The run cannot be resumed."""
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def tool_versions() -> ToolVersions:
+    return ToolVersions(
+        tlxdb=tlxdb_version(),
+        python=platform.python_version(),
+        triton=_version("triton"),
+        torch=_version("torch"),
+        duckdb=_version("duckdb"),
+    )
+
+
+def _peaks(device: DeviceInfo) -> tuple[Ceilings, Ceilings]:
+    """(hard limits, ceilings): the highest figure of any source, which no correct kernel can
+    exceed (the integrity tripwire), and the measured ceiling where there is one (what a kernel
+    can reach: the providers' roofline)."""
+    from profilers.hardware import Resource, lookup_device
+
+    spec = lookup_device(device.kind)
+    resources = (Resource.DRAM_BANDWIDTH, Resource.BF16_DENSE)
+    hard = [spec.hard_limit(r) for r in resources]
+    reach = [spec.ceiling(r) for r in resources]
+    return Ceilings(*(c.value if c else None for c in hard)), Ceilings(
+        *(c.value if c else None for c in reach)
+    )
+
+
+@dataclass
+class Prepared:
+    kernel_source: str
+    frozen: FrozenBundle
+    thresholds: Thresholds
+    device: DeviceInfo
+    evaluator: Evaluator
+    ceilings: Ceilings
+
+
+def prepare(
+    kernel: Path,
+    bundle_paths: BundlePaths,
+    flags: dict,
+    arch: str | None,
+    ws: Workspace,
+    thresholds: Thresholds | None = None,
+) -> Prepared:
+    """Read and check everything, freeze the bundle, find the device: no output yet."""
+    source = read_kernel(kernel)
+    bundle = load(bundle_paths)
+    thresholds = thresholds or resolve_thresholds(flags, bundle.budget)
+    frozen = FrozenBundle(bundle, kernel, ws.bundle_dir)
+    python = settings().child_python or sys.executable
+    device = validation.detect_device(
+        bundle.target.backend, bundle.target.environment, python, dict(os.environ)
+    )
+    validation.check_arch(arch, device)
+    hard, reach = _peaks(device)
+    evaluator = Evaluator(
+        frozen.harness,
+        python=python,
+        peak_bandwidth_bytes_per_s=hard.bandwidth_bytes_per_s,
+        peak_flops_per_s=hard.flops_per_s,
+        trusted_source=source,
+    )
+    return Prepared(source, frozen, thresholds, device, evaluator, reach)
+
+
+def resolve_prior(store: Store, ref: str) -> list[str]:
+    """The run ids a --prior-run names: a run id or prefix, a tlxdb output folder, or a TLX agent
+    output folder (imported into the store first; importing twice adds nothing)."""
+    p = Path(ref)
+    if p.is_dir() and is_tlx_folder(p) and not (p / "events.jsonl").exists():
+        return import_paths(store, [p], normalize=normalized_source).paths[0].runs
+    return [store.resolve_run(ref)]
+
+
+def _output_dir(request: RunRequest, store: Store, run_id: str) -> Path:
+    out = (request.output_dir or Path(store.path).parent / "runs" / run_id).resolve()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BundleError(f"output folder {out} is not empty; choose another --output-dir")
+    return out
+
+
+def _vcs_snapshot(request: RunRequest, out: Path) -> VcsSnapshot | None:
+    """The repository state at run start (kept in the output folder for --resume)."""
+    if not request.commit.enabled:
+        return None
+    saved = out / SNAPSHOT_FILE
+    if saved.exists():
+        return VcsSnapshot.model_validate_json(saved.read_text())
+    snapshot = vcs.snapshot_for_run(request.kernel, request.commit.vcs)
+    if snapshot.vcs is None:  # refuse now rather than after an hour of measuring
+        raise ConfigError(
+            f"cannot commit the winner: {snapshot.detail}; "
+            "pass --no-commit-winner to keep the winner in the output folder only"
+        )
+    return snapshot
+
+
+def _committer(
+    request: RunRequest, prep: Prepared, snapshot: VcsSnapshot | None
+) -> Committer | None:
+    if snapshot is None:
+        return None
+    reverify = vcs.harness_reverifier(prep.evaluator, prep.thresholds.max_candidate_seconds)
+
+    def commit(state: RunState, candidate_id: str) -> CommitAttempted:
+        return vcs.commit_for_run(
+            state, candidate_id, prep.frozen.kernel_path, request.commit.message, snapshot, reverify
+        )
+
+    return commit
+
+
+def _provider(
+    request: RunRequest,
+    store: Store,
+    ws: Workspace,
+    given: Provider | None,
+    providers: ProviderRegistry,
+) -> Provider:
+    if given is not None:
+        return given
+    opts = request.provider_options.model_copy(
+        update={
+            "store": Path(store.path),
+            "workspace": ws.root,
+            "kernel_path": request.kernel,
+            "replay_run": store.resolve_run(request.provider_options.replay_run)
+            if request.provider_options.replay_run
+            else None,
+        }
+    )
+    return providers.create(request.provider_name, opts)
+
+
+def _started(
+    request: RunRequest,
+    prep: Prepared,
+    run_id: str,
+    out: Path,
+    priors: list[str],
+    provider: Provider,
+) -> RunStarted:
+    tv = tool_versions()
+    return RunStarted(
+        argv=request.argv,
+        host=socket.gethostname(),
+        device=prep.device,
+        tool_versions=tv,
+        thresholds=prep.thresholds,
+        provider=provider.name,
+        model=provider.model,
+        kernel_path=str(prep.frozen.kernel_path),
+        kernel_sha256=prep.frozen.kernel_sha256,
+        bundle_files=prep.frozen.files,
+        bundle_digest=prep.frozen.bundle_digest,
+        measurement_key=measurement_key(
+            prep.device.kind, tv.triton, tv.torch, prep.frozen.bundle_digest
+        ),
+        output_dir=str(out),
+        prior_runs=priors,
+        label=request.label,
+        case_weights=prep.frozen.bundle.weights,
+        protected_cases=[c.case_id for c in prep.frozen.bundle.cases if c.protected],
+    )
+
+
+def _baseline_events(source: str) -> list:
+    raw, norm = source_hashes(source)
+    return [
+        SourceStored(
+            source_hash=raw,
+            normalized_hash=norm,
+            text=source,
+            size_bytes=len(source.encode("utf-8")),
+        ),
+        CandidateProposed(
+            candidate_id=BASELINE_ID,
+            parent_id=None,
+            round=0,
+            provider="baseline",
+            hypothesis="the kernel as given",
+            source_hash=raw,
+            normalized_hash=norm,
+        ),
+    ]
+
+
+def _setup(
+    store: Store,
+    prep: Prepared,
+    provider: Provider,
+    out: Path,
+    priors: list[str],
+    request: RunRequest,
+    observer: Observer | None,
+    snapshot: VcsSnapshot | None,
+) -> Setup:
+    return Setup(
+        store=store,
+        frozen=prep.frozen,
+        evaluator=prep.evaluator,
+        ceilings=prep.ceilings,
+        provider=provider,
+        output=OutputFolder(out),
+        thresholds=prep.thresholds,
+        prior_runs=[fold(store.run_envelopes(r)) for r in priors],
+        commit=_committer(request, prep, snapshot),
+        observer=observer,
+    )
+
+
+def optimize(
+    request: RunRequest,
+    *,
+    provider: Provider | None = None,
+    providers: ProviderRegistry = registry,
+    observer: Observer | None = None,
+) -> RunResult:
+    """Validate and freeze the bundle, measure the baseline, run the loop; returns the result."""
+    with Workspace() as ws:
+        prep = prepare(request.kernel, request.bundle, request.flags, request.arch, ws)
+        snapshot = _vcs_snapshot(request, ws.scratch_dir)
+        store = Store(request.store)
+        priors = [run_id for ref in request.prior_runs for run_id in resolve_prior(store, ref)]
+        run_id = new_run_id()
+        out = _output_dir(request, store, run_id)
+        prov = _provider(request, store, ws, provider, providers)
+        setup = _setup(store, prep, prov, out, priors, request, observer, snapshot)
+        run = RunLoop(setup, RunLog.create(ws.scratch_dir / "events.jsonl", run_id), [])
+        run.append(
+            _started(request, prep, run_id, out, priors, prov),
+            *_baseline_events(prep.kernel_source),
+        )
+        checks = validation.validate(
+            prep.evaluator,
+            prep.frozen,
+            prep.kernel_source,
+            prep.thresholds,
+            lambda: run.state.candidates[BASELINE_ID],
+            run.append,
+        )
+        run.append(BundleValidated(passed=all(c.passed for c in checks), checks=checks))
+        if not all(c.passed for c in checks):
+            raise validation.ValidationFailedError(validation.failure_message(checks))
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(run.log.path), str(setup.output.log_path))
+        write_atomic(setup.output.root / REQUEST_FILE, request.model_dump_json(indent=2) + "\n")
+        if snapshot is not None:
+            write_atomic(
+                setup.output.root / SNAPSHOT_FILE, snapshot.model_dump_json(indent=2) + "\n"
+            )
+        run.log = RunLog.open(setup.output.log_path)
+        run.ingest()
+        return run.run()
+
+
+def _locate_run(store: Store, ref: str) -> tuple[str, Path]:
+    """(run id, output folder) of a run given by id, prefix or output folder."""
+    p = Path(ref)
+    if p.is_dir() and (p / "events.jsonl").exists():
+        log = RunLog.open(p)
+        return log.run_id, p.resolve()
+    run_id = store.resolve_run(ref)
+    started = fold(store.run_envelopes(run_id)).started
+    assert started is not None
+    return run_id, Path(started.output_dir)
+
+
+def _elapsed_s(envelopes: list[Envelope]) -> float:
+    times: list[datetime] = [e.recorded_at for e in envelopes]
+    return (max(times) - min(times)).total_seconds() if times else 0.0
+
+
+def resume(
+    run_ref: str,
+    store_path: Path,
+    *,
+    provider: Provider | None = None,
+    providers: ProviderRegistry = registry,
+    observer: Observer | None = None,
+) -> RunResult:
+    """Continue an interrupted run from its log: nothing decided is redone, nothing is lost."""
+    store = Store(store_path)
+    run_id, out = _locate_run(store, run_ref)
+    log = RunLog.open(out / "events.jsonl")
+    envelopes = log.envelopes()
+    state = fold(envelopes)
+    started = state.started
+    if started is None or not (out / REQUEST_FILE).exists():
+        raise NotResumableError(f"run {run_id} has no start record in {out}; it cannot be resumed")
+    fin = state.finished
+    if fin is not None and fin.stopping_reason != StoppingReason.INTERRUPTED:
+        raise NotResumableError(
+            f"run {run_id} already finished ({fin.stopping_reason.value}); start a new run instead"
+        )
+    request = RunRequest.model_validate_json((out / REQUEST_FILE).read_text())
+    with Workspace() as ws:
+        prep = prepare(
+            request.kernel, request.bundle, request.flags, request.arch, ws, started.thresholds
+        )
+        if prep.frozen.files != started.bundle_files:
+            changed = sorted(
+                k
+                for k in set(prep.frozen.files) | set(started.bundle_files)
+                if prep.frozen.files.get(k) != started.bundle_files.get(k)
+            )
+            raise BundleChangedError(
+                f"{changed[0]} changed since run {run_id} started; start a new run"
+            )
+        if prep.device.kind != started.device.kind:
+            raise NotResumableError(
+                f"run {run_id} measured on {started.device.kind}, this machine has {prep.device.kind}"
+            )
+        baseline = state.sources[state.candidates[BASELINE_ID].proposal.source_hash].text
+        prep.kernel_source = baseline
+        store.ingest(envelopes)
+        prov = _provider(request, store, ws, provider, providers)
+        setup = _setup(
+            store,
+            prep,
+            prov,
+            out,
+            list(started.prior_runs),
+            request,
+            observer,
+            _vcs_snapshot(request, out),
+        )
+        return RunLoop(setup, log, envelopes, elapsed_before_s=_elapsed_s(envelopes)).run()
+
+
+class ValidationReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    passed: bool
+    device: DeviceInfo
+    checks: list[ValidationCheck]
+
+
+def validate_only(
+    kernel: Path, bundle_paths: BundlePaths, flags: dict, arch: str | None = None
+) -> ValidationReport:
+    """CONTRACT §1 validation alone: nothing is written anywhere."""
+    with Workspace() as ws:
+        prep = prepare(kernel, bundle_paths, flags, arch, ws)
+        log = RunLog.create(ws.scratch_dir / "events.jsonl", new_run_id())
+        state = RunState()
+
+        def emit(*events: Event) -> None:
+            for env in log.append(events):
+                state.apply(env)
+
+        emit(*_baseline_events(prep.kernel_source))
+        checks = validation.validate(
+            prep.evaluator,
+            prep.frozen,
+            prep.kernel_source,
+            prep.thresholds,
+            lambda: state.candidates[BASELINE_ID],
+            emit,
+        )
+        return ValidationReport(
+            passed=all(c.passed for c in checks), device=prep.device, checks=checks
+        )

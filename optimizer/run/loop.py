@@ -1,0 +1,587 @@
+"""The run loop: project the state from events, plan the next step, act, append events.
+
+Invariants:
+- The loop keeps no state the events do not hold: `plan()` is a pure function of the folded run
+  (plus the elapsed time and what the provider said last), so a run killed anywhere resumes from
+  its log with `resume()`. A candidate whose evaluation was cut off is recorded as an interrupted
+  infrastructure failure and evaluated again once, in the same slot; nothing decided is redone.
+- Every event is appended to the run log as it happens (durable on return) and ingested into the
+  store after every candidate and at the end.
+- A candidate's parent is the current best. Before evaluating, its source is looked up (raw and
+  normalized hash) among everything measured under this run's measurement key, in this run and in
+  the store; a duplicate is recorded with what it duplicates and that result is reused.
+  Infrastructure failures do not count as measured.
+- Every rejected or failed candidate gets an exclusion with a signature (its knobs, else its change).
+- The winner is revalidated against a fresh baseline before it is reported or committed; a prior
+  run's winner is never adopted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Literal
+
+from optimizer.bundle.loading import BundleChangedError, FrozenBundle
+from optimizer.decision import policy, stats
+from optimizer.decision.identity import source_hashes
+from optimizer.evaluation.evaluator import Evaluator
+from optimizer.evaluation.requests import EvalRequest
+from optimizer.providers.base import Proposal, Provider, ProviderError, SearchExhausted
+from optimizer.reporting.markdown import markdown_report
+from optimizer.reporting.result import RunResult, result_from_state, winner
+from optimizer.run.context import SharedEvidence, build_context, fetch_shared
+from optimizer.run.folder import OutputFolder
+from optimizer.run.storelink import StoreLink
+from queries import lookups
+from tlxstore.events import (
+    BASELINE_ID,
+    CandidateProposed,
+    CommitAttempted,
+    DecisionMade,
+    DeviceInfo,
+    DuplicateDetected,
+    Envelope,
+    Event,
+    ExclusionRecorded,
+    FailureKind,
+    InfrastructureFailed,
+    Outcome,
+    Phase,
+    RunFinished,
+    SearchEnded,
+    SourceStored,
+    StoppingReason,
+    Thresholds,
+)
+from tlxstore.fold import CandidateState, RunState, fold
+from tlxstore.runlog import RunLog
+from tlxstore.store import Store
+
+INTERRUPTED_STAGE = "interrupted"
+REVALIDATION_ALTERNATIONS = 3
+MAX_PROVIDER_FAILURES = 3  # consecutive failures to propose before the run stops
+
+Observer = Callable[[Envelope, RunState], None]
+
+
+# ---- planning (pure) ------------------------------------------------------------------------
+
+
+class Step(Enum):
+    PROPOSE = "propose"
+    EVALUATE = "evaluate"
+    RETRY = "retry"  # an evaluation cut off by a crash of tlxdb: record it, evaluate again
+    END_SEARCH = "end_search"  # record why no more candidates are proposed
+    REVALIDATE = "revalidate"
+    COMMIT = "commit"
+    FINISH = "finish"
+    DONE = "done"
+
+
+@dataclass(frozen=True)
+class Next:
+    step: Step
+    candidate_id: str | None = None
+    round: int = 0
+    index: int = 0
+    reason: StoppingReason | None = None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What bounds the search besides the events: time spent and what the provider said."""
+
+    elapsed_s: float = 0.0
+    exhausted: str | None = None
+    provider_failures: int = 0
+    commit: bool = False
+
+
+def interrupted(c: CandidateState) -> bool:
+    return any(f.stage == INTERRUPTED_STAGE for f in c.failures)
+
+
+def infrastructure_failed(c: CandidateState) -> bool:
+    return any(f.retryable for f in c.failures)
+
+
+def next_slot(state: RunState, per_round: int) -> tuple[int, int]:
+    """(round, 1-based index) of the next candidate; interrupted evaluations do not use a slot."""
+    used = Counter(
+        c.proposal.round
+        for c in state.candidates.values()
+        if c.candidate_id != BASELINE_ID and not interrupted(c)
+    )
+    r = max(used, default=1)
+    return (r + 1, 1) if used[r] >= per_round else (r, used[r] + 1)
+
+
+def stop_reason(state: RunState, t: Thresholds, budget: Budget) -> StoppingReason | None:
+    if state.search_ended is not None:
+        return state.search_ended.reason
+    if budget.exhausted is not None:
+        return StoppingReason.SEARCH_EXHAUSTED
+    if budget.provider_failures >= MAX_PROVIDER_FAILURES:
+        return StoppingReason.PROVIDER_FAILED
+    if next_slot(state, t.candidates_per_round)[0] > t.max_rounds:
+        return StoppingReason.MAX_ROUNDS
+    if budget.elapsed_s >= t.max_total_seconds:
+        return StoppingReason.MAX_TOTAL_SECONDS
+    return None
+
+
+def plan(state: RunState, t: Thresholds, budget: Budget) -> Next:
+    """The next step of a run, from its events alone (plus the budget)."""
+    if state.finished is not None and state.finished.stopping_reason != StoppingReason.INTERRUPTED:
+        return Next(Step.DONE)
+    for c in state.undecided():
+        if c.candidate_id == BASELINE_ID:
+            continue
+        started = c.build or c.verifications or c.samples or c.failures or c.profiles or c.flags
+        return Next(Step.RETRY if started else Step.EVALUATE, c.candidate_id)
+    reason = stop_reason(state, t, budget)
+    if reason is None:
+        r, i = next_slot(state, t.candidates_per_round)
+        return Next(Step.PROPOSE, round=r, index=i)
+    if state.search_ended is None:
+        return Next(Step.END_SEARCH, reason=reason)
+    finalist = state.incumbent_id
+    if finalist not in (None, BASELINE_ID) and not any(
+        v.candidate_id == finalist for v in state.revalidations
+    ):
+        return Next(Step.REVALIDATE, finalist, reason=reason)
+    if budget.commit and winner(state) is not None and not state.commits:
+        return Next(Step.COMMIT, winner(state), reason=reason)
+    return Next(Step.FINISH, reason=reason)
+
+
+def provider_failures_in_a_row(envelopes: list[Envelope]) -> int:
+    n = 0
+    for env in reversed(envelopes):
+        e = env.event
+        if isinstance(e, CandidateProposed):
+            break
+        if isinstance(e, InfrastructureFailed) and e.kind == FailureKind.PROVIDER:
+            n += 1
+    return n
+
+
+def signature(p: CandidateProposed) -> str:
+    """What a hypothesis changed, canonical: its knobs, else its change text, else its hypothesis."""
+    if p.knobs:
+        return ",".join(f"{k}={p.knobs[k]}" for k in sorted(p.knobs))
+    return " ".join((p.change or p.hypothesis).split())
+
+
+# ---- acting ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Match:
+    """An earlier measurement of the same source under the same measurement key."""
+
+    run_id: str
+    candidate_id: str
+    match: Literal["raw", "normalized"]
+    outcome: str | None
+    speedup: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Device ceilings; None where unknown (a CPU has none)."""
+
+    bandwidth_bytes_per_s: float | None
+    flops_per_s: float | None
+
+
+@dataclass
+class Setup:
+    """Everything a run needs besides its events (made by optimizer.run.lifecycle)."""
+
+    store: Store
+    frozen: FrozenBundle
+    evaluator: Evaluator
+    ceilings: Ceilings  # what a kernel can reach on this device, for the providers
+    provider: Provider
+    output: OutputFolder
+    thresholds: Thresholds
+    prior_runs: list[RunState]
+    commit: Callable[[RunState, str], CommitAttempted] | None = None
+    observer: Observer | None = None
+
+
+class RunLoop:
+    def __init__(
+        self, setup: Setup, log: RunLog, envelopes: list[Envelope], elapsed_before_s: float = 0.0
+    ) -> None:
+        self.s = setup
+        self.log = log
+        self.envelopes = list(envelopes)
+        self.state = RunState()
+        for env in self.envelopes:
+            self.state.apply(env)
+        self._uningested: list[Envelope] = []
+        self._t0 = time.monotonic() - elapsed_before_s
+        self._exhausted: str | None = None
+        self._link: StoreLink[SharedEvidence] | None = None
+
+    @property
+    def link(self) -> StoreLink[SharedEvidence]:
+        """The background link to the store, started on first use (after validation)."""
+        if self._link is None:
+            self._link = StoreLink(self.s.store, self._fetch_shared)
+        return self._link
+
+    def _fetch_shared(self, store: Store) -> SharedEvidence:
+        started, run_id = self.state.started, self.state.run_id  # set once, by the first event
+        assert started is not None and run_id is not None
+        return fetch_shared(
+            store, started.measurement_key, started.bundle_digest, started.device.kind, run_id
+        )
+
+    # -- events --
+    def append(self, *events: Event) -> None:
+        envs = self.log.append(events)
+        for env in envs:
+            self.state.apply(env)
+            self.envelopes.append(env)
+            if self.s.observer is not None:
+                self.s.observer(env, self.state)
+        self._uningested.extend(envs)
+
+    def ingest(self) -> None:
+        """Hand the events appended since the last call to the store (ingested in the background)."""
+        if self._uningested:
+            self.link.ingest(self._uningested)
+            self._uningested = []
+
+    # -- the loop --
+    def budget(self) -> Budget:
+        return Budget(
+            elapsed_s=time.monotonic() - self._t0,
+            exhausted=self._exhausted,
+            provider_failures=provider_failures_in_a_row(self.envelopes),
+            commit=self.s.commit is not None,
+        )
+
+    def run(self) -> RunResult:
+        actions = {
+            Step.PROPOSE: self._propose,
+            Step.EVALUATE: self._evaluate,
+            Step.RETRY: self._retry,
+            Step.END_SEARCH: self._end_search,
+            Step.REVALIDATE: self._revalidate,
+            Step.COMMIT: self._commit,
+            Step.FINISH: self._finish,
+        }
+        try:
+            while (nxt := plan(self.state, self.s.thresholds, self.budget())).step is not Step.DONE:
+                actions[nxt.step](nxt)
+        except KeyboardInterrupt:
+            self._resync()
+            self.append(
+                RunFinished(
+                    stopping_reason=StoppingReason.INTERRUPTED,
+                    success=False,
+                    detail="interrupted; continue with --resume",
+                )
+            )
+            self._write_final()
+        except Exception as e:  # a changed bundle, or a bug: record why the run ended
+            reason = (
+                StoppingReason.BUNDLE_CHANGED
+                if isinstance(e, BundleChangedError)
+                else StoppingReason.ERROR
+            )
+            self.append(
+                RunFinished(
+                    stopping_reason=reason,
+                    success=False,
+                    detail=str(e).splitlines()[0] if str(e) else type(e).__name__,
+                )
+            )
+            self._write_final()
+            if reason is StoppingReason.ERROR:
+                raise
+        finally:
+            self.ingest()
+            self.link.close()
+        return self.result()
+
+    def _resync(self) -> None:
+        """Re-read the log: an interrupt may have landed between a durable append and its fold."""
+        self.envelopes = self.log.envelopes()
+        self.state = fold(self.envelopes)
+        self._uningested = list(self.envelopes)  # ingest is idempotent
+
+    def result(self) -> RunResult:
+        return result_from_state(self.state, self.s.output.root, self.s.store.path)
+
+    # -- steps --
+    def _source(self, candidate_id: str) -> str:
+        return self.state.sources[self.state.candidates[candidate_id].proposal.source_hash].text
+
+    def _weights(self) -> tuple[dict[str, float], set[str]]:
+        cases = self.s.frozen.bundle.cases
+        return {c.case_id: c.weight for c in cases}, {c.case_id for c in cases if c.protected}
+
+    def _next_id(self) -> str:
+        return f"c{sum(1 for c in self.state.candidates if c != BASELINE_ID) + 1:03d}"
+
+    def _propose(self, nxt: Next) -> None:
+        self.s.frozen.check()
+        ctx = build_context(
+            shared=self.link.shared(),
+            state=self.state,
+            bundle=self.s.frozen.bundle,
+            device=self._device(),
+            round=nxt.round,
+            candidate_index=nxt.index,
+            prior_runs=self.s.prior_runs,
+            peak_bandwidth_bytes_per_s=self.s.ceilings.bandwidth_bytes_per_s,
+            peak_flops_per_s=self.s.ceilings.flops_per_s,
+        )
+        try:
+            out = self.s.provider.propose(ctx, lambda ev: self.append(ev))
+        except ProviderError as e:
+            self.append(
+                InfrastructureFailed(
+                    candidate_id=None,
+                    stage="propose",
+                    kind=FailureKind.PROVIDER,
+                    retryable=True,
+                    diagnostics=e.message,
+                )
+            )
+            return
+        if isinstance(out, SearchExhausted):
+            self._exhausted = out.reason
+            return
+        self._record_proposal(out, ctx.parent_id, nxt.round)
+
+    def _device(self) -> DeviceInfo:
+        assert self.state.started is not None
+        return self.state.started.device
+
+    def _record_proposal(self, p: Proposal, parent_id: str, round_: int) -> None:
+        cid = self._next_id()
+        raw, norm = source_hashes(p.source)
+        fields = p.model_dump(exclude={"source"})
+        proposal = CandidateProposed(
+            candidate_id=cid,
+            parent_id=parent_id,
+            round=round_,
+            provider=self.s.provider.name,
+            source_hash=raw,
+            normalized_hash=norm,
+            **fields,
+        )
+        events: list[Event] = []
+        if raw not in self.state.sources:
+            events.append(
+                SourceStored(
+                    source_hash=raw,
+                    normalized_hash=norm,
+                    text=p.source,
+                    size_bytes=len(p.source.encode("utf-8")),
+                )
+            )
+        events.append(proposal)
+        events += self._duplicate_events(cid, raw, norm, in_store=p.replays is None)
+        self.s.output.write_experiment(
+            cid, p.source, parent_id, self._source(parent_id), self._source(BASELINE_ID)
+        )
+        self.append(*events)
+        if len(events) > 2 or events[-1] is not proposal:
+            self.ingest()
+
+    def _duplicate_events(self, cid: str, raw: str, norm: str, in_store: bool) -> list[Event]:
+        """A replayed proposal re-measures history on purpose: it is deduplicated only in this run."""
+        m = self._find_in_run(raw, norm) or (self._find_in_store(raw, norm) if in_store else None)
+        if m is None:
+            return []
+        shown = f", speedup {m.speedup:.3f}" if m.speedup else ""
+        return [
+            DuplicateDetected(
+                candidate_id=cid,
+                match=m.match,
+                duplicate_of_run=m.run_id,
+                duplicate_of_candidate=m.candidate_id,
+            ),
+            DecisionMade(
+                candidate_id=cid,
+                outcome=Outcome.DUPLICATE,
+                reason=f"same source ({m.match} hash) as {m.run_id}/{m.candidate_id}, "
+                f"already {m.outcome or 'measured'}{shown}; not measured again",
+                speedup=m.speedup,
+                ci_low=m.ci_low,
+                ci_high=m.ci_high,
+                compared_to=f"{m.run_id}/{m.candidate_id}",
+            ),
+        ]
+
+    def _find_in_run(self, raw: str, norm: str) -> Match | None:
+        """A measured candidate of this run (the baseline included) with this source."""
+        assert self.state.run_id is not None
+        for c in self.state.candidates.values():
+            p, d = c.proposal, c.decision
+            if interrupted(c) or infrastructure_failed(c) or c.duplicate is not None:
+                continue
+            if c.candidate_id != BASELINE_ID and d is None:
+                continue
+            kind: Literal["raw", "normalized"] | None = None
+            if p.source_hash == raw:
+                kind = "raw"
+            elif p.normalized_hash == norm:
+                kind = "normalized"
+            if kind is not None:
+                return Match(
+                    self.state.run_id,
+                    c.candidate_id,
+                    kind,
+                    d.outcome.value if d else None,
+                    d.speedup if d else None,
+                    d.ci_low if d else None,
+                    d.ci_high if d else None,
+                )
+        return None
+
+    def _find_in_store(self, raw: str, norm: str) -> Match | None:
+        """A candidate measured under this measurement key in any run of the store."""
+        assert self.state.started is not None
+        m = lookups.find_measured(self.s.store, self.state.started.measurement_key, raw, norm)
+        if m is None:
+            return None
+        # An infrastructure failure (timeout, crash) does not count as measured, whatever the view says.
+        other = (
+            self.state
+            if m.run_id == self.state.run_id
+            else fold(self.s.store.run_envelopes(m.run_id))
+        )
+        c = other.candidates.get(m.candidate_id)
+        if c is None or infrastructure_failed(c) or interrupted(c):
+            return None
+        return Match(m.run_id, m.candidate_id, m.match, m.outcome, m.speedup, None, None)
+
+    def _evaluate(self, nxt: Next) -> None:
+        cid = nxt.candidate_id
+        assert cid is not None
+        self.s.frozen.check()
+        c = self.state.candidates[cid]
+        parent = self.state.candidates[c.proposal.parent_id or BASELINE_ID]
+        parent_medians = {k: stats.median(v) for k, v in parent.samples_by_case().items() if v}
+        self.s.evaluator.evaluate(
+            EvalRequest(
+                candidate_id=cid,
+                source=self._source(cid),
+                phase=Phase.ROUND,
+                repetitions=self.s.thresholds.benchmark_repetitions,
+                timeout_s=self.s.thresholds.max_candidate_seconds,
+                parent_medians_us=parent_medians,
+                artifacts_dir=self.s.output.artifacts_dir(cid),
+            ),
+            lambda ev: self.append(ev),
+        )
+        decision = policy.decide(self.state, cid, self.s.thresholds, *self._weights())
+        events: list[Event] = [decision]
+        if decision.outcome in (Outcome.REJECTED, Outcome.FAILED) and not infrastructure_failed(c):
+            events.append(
+                ExclusionRecorded(
+                    candidate_id=cid,
+                    signature=signature(c.proposal),
+                    outcome=decision.outcome,
+                    reason=decision.reason,
+                    hypothesis=c.proposal.hypothesis,
+                )
+            )
+        self.append(*events)
+        self.ingest()
+
+    def _retry(self, nxt: Next) -> None:
+        cid = nxt.candidate_id
+        assert cid is not None
+        old = self.state.candidates[cid].proposal
+        new_id = self._next_id()
+        self.append(
+            InfrastructureFailed(
+                candidate_id=cid,
+                stage=INTERRUPTED_STAGE,
+                kind=FailureKind.CRASH,
+                retryable=True,
+                diagnostics=f"tlxdb stopped during this evaluation; evaluated again as {new_id}",
+            ),
+            DecisionMade(
+                candidate_id=cid,
+                outcome=Outcome.FAILED,
+                reason=f"evaluation interrupted by a stop of tlxdb; evaluated again as {new_id}",
+            ),
+            old.model_copy(update={"candidate_id": new_id}),
+        )
+        self.s.output.write_experiment(
+            new_id,
+            self._source(new_id),
+            old.parent_id,
+            self._source(old.parent_id or BASELINE_ID),
+            self._source(BASELINE_ID),
+        )
+
+    def _revalidate(self, nxt: Next) -> None:
+        fid = nxt.candidate_id
+        assert fid is not None
+        self.s.frozen.check()
+        t = self.s.thresholds
+        self.s.evaluator.revalidate(
+            fid,
+            self._source(fid),
+            BASELINE_ID,
+            self._source(BASELINE_ID),
+            alternations=REVALIDATION_ALTERNATIONS,
+            repetitions=t.benchmark_repetitions,
+            timeout_s=t.max_candidate_seconds * (2 * REVALIDATION_ALTERNATIONS + 2),
+            emit=lambda ev: self.append(ev),
+        )
+        self.append(policy.decide_revalidation(self.state, fid, BASELINE_ID, t, *self._weights()))
+        self.ingest()
+
+    def _commit(self, nxt: Next) -> None:
+        assert self.s.commit is not None and nxt.candidate_id is not None
+        self.s.frozen.check()
+        self.append(self.s.commit(self.state, nxt.candidate_id))
+
+    def _end_search(self, nxt: Next) -> None:
+        assert nxt.reason is not None
+        self.append(SearchEnded(reason=nxt.reason, detail=self._exhausted or ""))
+
+    def _finish(self, nxt: Next) -> None:
+        self.s.frozen.check()
+        win = winner(self.state)
+        rev = next((r for r in self.state.revalidations if r.candidate_id == win), None)
+        last_rev = self.state.revalidations[-1] if self.state.revalidations else None
+        ended = self.state.search_ended.detail if self.state.search_ended else ""
+        detail = ended or (last_rev.reason if last_rev and not last_rev.survived else "")
+        if win is None and not self.state.revalidations:
+            detail = detail or "no candidate beat the baseline"
+        assert nxt.reason is not None
+        self.append(
+            RunFinished(
+                stopping_reason=nxt.reason,
+                success=win is not None,
+                winner_id=win,
+                speedup=rev.speedup if rev else None,
+                detail=detail,
+            )
+        )
+        self._write_final()
+
+    def _write_final(self) -> None:
+        win = winner(self.state)
+        best = self._source(win or BASELINE_ID)
+        result = self.result()
+        self.s.output.write_final(result, best, markdown_report(self.state, result))

@@ -1,0 +1,58 @@
+"""The trust-boundary sources tlxdb makes itself, and the device/--arch checks (fast, no child).
+The full validation with real harnesses is exercised in tests/cli/test_optimize_cmds.py."""
+
+import ast
+import platform
+
+import pytest
+from support.bundles import KERNEL
+
+from optimizer.bundle import validation
+from tlxstore.events import DeviceInfo
+
+
+def test_the_wrong_answer_mutant_perturbs_every_stored_value():
+    mutant = validation.wrong_answer_mutant(KERNEL.read_text())
+    assert mutant is not None
+    stores = [
+        n
+        for n in ast.walk(ast.parse(mutant))
+        if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "store"
+    ]
+    assert [ast.unparse(s.args[1]) for s in stores] == ["x + y + 1.0"]
+    compile(mutant, "mutant.py", "exec")  # it still builds
+
+
+def test_a_keyword_value_and_a_descriptor_store_are_perturbed_too():
+    src = "def k(p, d, v):\n    tl.store(p, value=v, mask=None)\n    d.store([0, 0], v * 2)\n"
+    mutant = validation.wrong_answer_mutant(src)
+    assert (
+        "tl.store(p, value=v + 1.0, mask=None)" in mutant
+        and "d.store([0, 0], v * 2 + 1.0)" in mutant
+    )
+
+
+def test_a_kernel_without_stores_has_no_mutant():
+    assert validation.wrong_answer_mutant("def f(x):\n    return x\n") is None
+
+
+def test_the_unbuildable_source_does_not_compile():
+    with pytest.raises(SyntaxError):
+        compile(validation.unbuildable_source(KERNEL.read_text()), "k.py", "exec")
+
+
+def test_a_cpu_target_with_the_interpreter_is_the_cpu_interpreter_device():
+    d = validation.detect_device("cpu", {"TRITON_INTERPRET": "1"}, "python", {})
+    assert (d.kind, d.backend, d.architecture) == ("cpu-interpreter", "cpu", platform.machine())
+    assert validation.detect_device("cpu", {}, "python", {}).kind == "cpu"
+
+
+def test_arch_matches_in_any_spelling_and_a_mismatch_is_named():
+    h200 = DeviceInfo(kind="NVIDIA H200", backend="cuda", architecture="sm_90")
+    for spelling in ("sm_90", "SM90", "90"):
+        validation.check_arch(spelling, h200)
+    with pytest.raises(
+        validation.ArchMismatchError,
+        match=r"^--arch sm_100 does not match the device: NVIDIA H200 is sm_90$",
+    ):
+        validation.check_arch("sm_100", h200)

@@ -1,0 +1,315 @@
+"""The decision policy, on run states folded from real events.
+
+The simulation tests are the evidence that the statistics are sound: thousands of decisions by the
+real `decide` on synthetic noisy samples with fixed seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from optimizer.decision import policy
+from tlxstore.events import (
+    BenchmarkSampled,
+    BuildFinished,
+    CandidateProposed,
+    CaseVerified,
+    DecisionMade,
+    Envelope,
+    Event,
+    FailureKind,
+    InfrastructureFailed,
+    IntegrityFlagged,
+    Outcome,
+    Phase,
+    Thresholds,
+)
+from tlxstore.fold import RunState, fold
+
+T = Thresholds(
+    max_rounds=5,
+    candidates_per_round=2,
+    max_candidate_seconds=600,
+    max_total_seconds=3600,
+    min_speedup=1.01,
+    max_cv=0.10,
+    benchmark_repetitions=10,  # the default
+)
+REPS = T.benchmark_repetitions
+
+
+def build_state(events: list[Event]) -> RunState:
+    now = datetime.now(UTC)
+    return fold(
+        Envelope(event_id=f"e{i}", run_id="r1", seq=i, recorded_at=now, event=e)
+        for i, e in enumerate(events)
+    )
+
+
+def measured(
+    cid: str,
+    samples: dict[str, list[float]],
+    phase: Phase = Phase.ROUND,
+    block: int = 0,
+    proposed: bool = True,
+    verified: dict[str, bool] | None = None,
+) -> list[Event]:
+    out: list[Event] = []
+    if proposed:
+        out.append(
+            CandidateProposed(
+                candidate_id=cid,
+                parent_id=None if cid == "baseline" else "baseline",
+                round=0 if cid == "baseline" else 1,
+                provider="test",
+                hypothesis="h",
+                source_hash=f"sha256:{cid}",
+                normalized_hash=f"sha256:{cid}",
+            )
+        )
+        out.append(BuildFinished(candidate_id=cid, success=True, duration_ms=1.0))
+    for case, s in samples.items():
+        ok = (verified or {}).get(case, True)
+        out.append(CaseVerified(candidate_id=cid, case_id=case, passed=ok, phase=phase, seed=7))
+        if ok:
+            out.append(
+                BenchmarkSampled(
+                    candidate_id=cid, case_id=case, phase=phase, block=block, samples_us=list(s)
+                )
+            )
+    return out
+
+
+def noisy(rng: np.random.Generator, median_us: float, cv: float, n: int = REPS) -> list[float]:
+    """Log-normal timing noise with the given coefficient of variation."""
+    sigma = math.sqrt(math.log(1 + cv * cv))
+    return list(median_us * np.exp(rng.normal(0.0, sigma, n)))
+
+
+def promotion_rate(cases: int, cv: float, true_speedup: float, trials: int, seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    weights = {f"case{i}": 1.0 for i in range(cases)}
+    promoted = 0
+    for _ in range(trials):
+        base = {c: noisy(rng, 100.0 * (i + 1), cv) for i, c in enumerate(weights)}
+        cand = {c: noisy(rng, 100.0 * (i + 1) / true_speedup, cv) for i, c in enumerate(weights)}
+        state = build_state(
+            measured("baseline", base, phase=Phase.VALIDATION) + measured("c001", cand)
+        )
+        decision = policy.decide(state, "c001", T, weights)
+        promoted += decision.outcome == Outcome.PROMOTED
+    return promoted / trials
+
+
+# A bundle with three cases (sizes), each measured with the default 10 repetitions.
+SIM_CASES = 3
+SIM_TRIALS = 1500
+
+
+def test_an_aa_comparison_at_5_percent_cv_is_promoted_in_at_most_1_percent(capsys):
+    rate = promotion_rate(SIM_CASES, cv=0.05, true_speedup=1.0, trials=SIM_TRIALS, seed=11)
+    with capsys.disabled():
+        print(
+            f"\nA/A at 5% CV, {SIM_CASES} cases x {REPS} reps: promoted {rate:.2%} of {SIM_TRIALS}"
+        )
+    assert rate <= 0.01
+
+
+def test_a_true_3_percent_speedup_at_2_percent_cv_is_promoted_in_at_least_90_percent(capsys):
+    rate = promotion_rate(SIM_CASES, cv=0.02, true_speedup=1.03, trials=SIM_TRIALS, seed=12)
+    with capsys.disabled():
+        print(
+            f"\n3% speedup at 2% CV, {SIM_CASES} cases x {REPS} reps: promoted {rate:.2%} of {SIM_TRIALS}"
+        )
+    assert rate >= 0.90
+
+
+def test_a_single_case_aa_comparison_at_5_percent_cv_is_promoted_in_at_most_1_percent():
+    assert promotion_rate(1, cv=0.05, true_speedup=1.0, trials=1000, seed=13) <= 0.01
+
+
+# ---- criteria, one at a time ------------------------------------------------------------------
+
+BASE = {"small": [10.0, 10.1, 9.9, 10.0, 10.05], "large": [100.0, 101.0, 99.0, 100.5, 99.5]}
+FAST = {k: [x / 1.2 for x in v] for k, v in BASE.items()}
+W = {"small": 1.0, "large": 1.0}
+
+
+def decide(events: list[Event], cid: str = "c001", **kw) -> DecisionMade:
+    return policy.decide(build_state(events), cid, T, W, **kw)
+
+
+def test_a_clear_speedup_is_promoted_with_its_interval_and_cases():
+    d = decide(measured("baseline", BASE, Phase.VALIDATION) + measured("c001", FAST))
+    assert d.outcome == Outcome.PROMOTED, d.reason
+    assert d.speedup == pytest.approx(1.2)
+    assert 1.0 < d.ci_low <= d.speedup <= d.ci_high
+    assert [c.case_id for c in d.cases] == ["small", "large"]
+    assert all(c.baseline_cv is not None and c.candidate_cv is not None for c in d.cases)
+    assert d.compared_to == "baseline" and "speedup 1.2000x" in d.reason
+
+
+def test_a_blocking_guard_rejects_whatever_the_numbers():
+    events = measured("baseline", BASE, Phase.VALIDATION) + measured("c001", FAST)
+    events.append(
+        IntegrityFlagged(
+            candidate_id="c001", guard="static:thread", detail="imports threading", blocking=True
+        )
+    )
+    d = decide(events)
+    assert d.outcome == Outcome.REJECTED
+    assert d.reason == "integrity guard static:thread: imports threading"
+
+
+def test_a_protected_case_that_failed_verification_fails_the_candidate():
+    events = measured("baseline", BASE, Phase.VALIDATION) + measured(
+        "c001", FAST, verified={"large": False}
+    )
+    d = decide(events)
+    assert d.outcome == Outcome.FAILED
+    assert d.reason.startswith("protected case large failed verification (attempt 1, seed 7)")
+
+
+def test_an_unprotected_case_that_failed_is_left_out_of_the_score():
+    slow_large = {"small": FAST["small"], "large": BASE["large"]}
+    events = measured("baseline", BASE, Phase.VALIDATION) + measured(
+        "c001", slow_large, verified={"large": False}
+    )
+    d = decide(events, protected=["small"])
+    assert d.outcome == Outcome.PROMOTED, d.reason
+    assert [c.case_id for c in d.cases] == ["small"]
+
+
+def test_a_noisy_case_is_rejected_for_its_cv():
+    noisy_fast = dict(FAST, small=[5.0, 9.0, 8.0, 12.0, 7.0])
+    d = decide(measured("baseline", BASE, Phase.VALIDATION) + measured("c001", noisy_fast))
+    assert d.outcome == Outcome.REJECTED
+    assert "case small CV" in d.reason and "above max 0.1" in d.reason
+
+
+def test_a_speedup_below_min_speedup_is_rejected():
+    slight = {k: [x / 1.005 for x in v] for k, v in BASE.items()}
+    d = decide(measured("baseline", BASE, Phase.VALIDATION) + measured("c001", slight))
+    assert d.outcome == Outcome.REJECTED and "below min 1.01" in d.reason
+
+
+def test_a_point_estimate_above_min_whose_interval_reaches_1_is_rejected():
+    rng = np.random.default_rng(4)
+    base = {"small": noisy(rng, 100, 0.08)}
+    cand = {"small": [x / 1.03 for x in noisy(rng, 100, 0.08)]}
+    state = build_state(measured("baseline", base, Phase.VALIDATION) + measured("c001", cand))
+    d = policy.decide(state, "c001", T, {"small": 1.0})
+    assert d.outcome == Outcome.REJECTED
+    assert d.ci_low is not None and d.ci_low <= 1.0 and "CI lower bound" in d.reason
+
+
+def test_a_p95_regression_on_a_protected_case_is_rejected_despite_a_faster_median():
+    tail = dict(FAST, large=[80.0] * 8 + [140.0, 150.0])
+    t = T.model_copy(update={"max_cv": 1.0})
+    state = build_state(measured("baseline", BASE, Phase.VALIDATION) + measured("c001", tail))
+    d = policy.decide(state, "c001", t, W)
+    assert d.outcome == Outcome.REJECTED
+    assert "case large p95 regressed" in d.reason and "max 10%" in d.reason
+
+
+def test_a_candidate_must_beat_the_incumbent():
+    events = measured("baseline", BASE, Phase.VALIDATION) + measured("c001", FAST)
+    events.append(DecisionMade(candidate_id="c001", outcome=Outcome.PROMOTED, reason="r"))
+    same = {k: [x * 1.001 for x in v] for k, v in FAST.items()}
+    d = decide(events + measured("c002", same), cid="c002")
+    assert d.outcome == Outcome.REJECTED
+    assert d.compared_to == "c001" and "does not beat the incumbent c001" in d.reason
+    faster = {k: [x / 1.1 for x in v] for k, v in FAST.items()}
+    d = decide(events + measured("c003", faster), cid="c003")
+    assert d.outcome == Outcome.PROMOTED and "beats incumbent c001" in d.reason
+
+
+def _tripped(cid: str = "c001") -> IntegrityFlagged:
+    return IntegrityFlagged(
+        candidate_id=cid, guard="tripwire:speedup>10x", detail="case small: 20x", blocking=False
+    )
+
+
+def test_a_tripwire_without_a_second_measurement_is_never_promoted():
+    events = measured("baseline", BASE, Phase.VALIDATION) + measured("c001", FAST) + [_tripped()]
+    d = decide(events)
+    assert d.outcome == Outcome.REJECTED and "first measurement alone" in d.reason
+
+
+def test_a_tripwire_is_promoted_only_when_every_measurement_holds():
+    first = measured("baseline", BASE, Phase.VALIDATION) + measured("c001", FAST) + [_tripped()]
+    held = decide(first + measured("c001", FAST, block=1, proposed=False))
+    assert held.outcome == Outcome.PROMOTED and "held on re-measurement" in held.reason
+    fell = decide(first + measured("c001", BASE, block=1, proposed=False))
+    assert fell.outcome == Outcome.REJECTED and fell.reason.startswith("measurement 2:")
+    assert fell.speedup == pytest.approx(1.0)  # the worse measurement is the one reported
+
+
+def test_a_harness_error_fails_and_a_timeout_fails_as_retryable():
+    base = measured("baseline", BASE, Phase.VALIDATION)
+    err = InfrastructureFailed(
+        candidate_id="c001",
+        stage="benchmark",
+        kind=FailureKind.HARNESS_ERROR,
+        retryable=False,
+        diagnostics="case small: benchmark sample 0 is 0.0 us; samples must be positive",
+    )
+    d = decide(base + measured("c001", {}) + [err])
+    assert d.outcome == Outcome.FAILED and d.reason.startswith("harness error during benchmark")
+    tmo = err.model_copy(
+        update={"kind": FailureKind.TIMEOUT, "retryable": True, "diagnostics": "x"}
+    )
+    d = decide(base + measured("c001", {}) + [tmo])
+    assert d.outcome == Outcome.FAILED and "timeout during benchmark (retryable)" in d.reason
+
+
+def test_a_failed_build_fails_with_its_diagnostics():
+    events = measured("baseline", BASE, Phase.VALIDATION) + measured("c001", {})
+    events[-1] = BuildFinished(
+        candidate_id="c001", success=False, duration_ms=1, diagnostics="Traceback\nSyntaxError: x"
+    )
+    d = decide(events)
+    assert d.outcome == Outcome.FAILED and d.reason == "build failed: SyntaxError: x"
+
+
+# ---- final revalidation -------------------------------------------------------------------------
+
+
+def interleaved(fin: dict, base: dict, blocks: int) -> list[Event]:
+    out: list[Event] = []
+    for b in range(blocks):
+        out += measured("c001", fin, Phase.REVALIDATION, block=b, proposed=False)
+        out += measured("baseline", base, Phase.REVALIDATION, block=b, proposed=False)
+    return out
+
+
+def test_revalidation_uses_only_the_fresh_interleaved_samples():
+    # Round 0's baseline was slow (the machine was busy); the fresh baseline is as fast as the
+    # finalist, so the stale 20% "win" does not survive.
+    stale = measured(
+        "baseline", {k: [x * 1.2 for x in v] for k, v in BASE.items()}, Phase.VALIDATION
+    )
+    events = stale + measured("c001", BASE) + interleaved(BASE, BASE, 3)
+    r = policy.decide_revalidation(build_state(events), "c001", "baseline", T, W)
+    assert not r.survived and r.alternations == 3
+    assert r.speedup == pytest.approx(1.0) and "below min" in r.reason
+
+
+def test_a_real_win_survives_revalidation_with_its_interval():
+    events = measured("baseline", BASE, Phase.VALIDATION) + measured("c001", FAST)
+    events += interleaved(FAST, BASE, 3)
+    r = policy.decide_revalidation(build_state(events), "c001", "baseline", T, W)
+    assert r.survived, r.reason
+    assert r.speedup == pytest.approx(1.2) and r.ci_low > 1.0 and r.alternations == 3
+    assert "3 interleaved alternations" in r.reason
+
+
+def test_revalidation_needs_three_alternations():
+    events = measured("baseline", BASE, Phase.VALIDATION) + measured("c001", FAST)
+    events += interleaved(FAST, BASE, 2)
+    r = policy.decide_revalidation(build_state(events), "c001", "baseline", T, W)
+    assert not r.survived and "at least 3" in r.reason

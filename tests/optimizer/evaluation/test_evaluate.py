@@ -1,0 +1,509 @@
+"""The evaluator against real harness child processes and real Triton kernels on the interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from optimizer.bundle.spec import CaseSpec
+from optimizer.evaluation.evaluator import Evaluator, HarnessInvalidError
+from optimizer.evaluation.requests import EvalRequest, HarnessBundle
+from tlxstore.events import (
+    BenchmarkSampled,
+    BuildFinished,
+    CaseVerified,
+    FailureKind,
+    InfrastructureFailed,
+    IntegrityFlagged,
+    Phase,
+    ProfileCollected,
+)
+
+ADD_KERNEL = textwrap.dedent(
+    """
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        offs = pid * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        y = tl.load(y_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, x + y, mask=mask)
+
+
+    def add(x, y):
+        out = torch.empty_like(x)
+        n = x.numel()
+        add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
+        return out
+    """
+)
+
+# A harness in the style of a TLX bundle: build imports the source as a module; verify compares
+# against torch on inputs drawn from the global RNG; benchmark times with perf_counter.
+HARNESS = textwrap.dedent(
+    """
+    import importlib.util
+    import os
+    import sys
+    import tempfile
+    import time
+
+    import torch
+
+    _n = [0]
+
+
+    def build(kernel_source, target):
+        _n[0] += 1
+        d = tempfile.mkdtemp(prefix="kernel-")
+        path = os.path.join(d, "candidate.py")
+        with open(path, "w") as f:
+            f.write(kernel_source)
+        spec = importlib.util.spec_from_file_location(f"candidate_{_n[0]}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+
+    def _inputs(case):
+        n = case["parameters"]["n"]
+        return torch.randn(n), torch.randn(n)
+
+
+    def verify(mod, case):
+        assert os.environ.get("TRITON_INTERPRET") == "1"
+        x, y = _inputs(case)
+        out = mod.add(x, y)
+        err = (out - (x + y)).abs().max().item()
+        print("verify printed to stdout", err)
+        return {"passed": bool(torch.allclose(out, x + y)), "diagnostics": f"n={x.numel()}",
+                "metrics": {"max_abs_error": err, "first_input": x[0].item()}}
+
+
+    def benchmark(mod, case, repetitions):
+        x, y = _inputs(case)
+        mod.add(x, y)
+        samples = []
+        for _ in range(repetitions):
+            t0 = time.perf_counter()
+            mod.add(x, y)
+            samples.append((time.perf_counter() - t0) * 1e6)
+        return {"samples_us": samples, "warmup_count": 1, "cache_policy": f"pid{os.getpid()}",
+                "bytes_moved": 12 * x.numel()}
+
+
+    def profile(mod, case, request=None):
+        return {"harness": {"launches": 1, "unknown_metric": None,
+                            "request_level": request["level"] if request else "legacy"},
+                "proton": {"kernel_names": ["add_kernel"], "time_ns": 1234.0}}
+    """
+)
+
+CASES = [
+    CaseSpec(case_id="small", parameters={"n": 1000}),
+    CaseSpec(case_id="large", parameters={"n": 5000, "flops": 5000}, weight=2.0),
+]
+
+
+def make_bundle(tmp_path: Path, harness: str = HARNESS, cases=CASES, env=None) -> HarnessBundle:
+    root = tmp_path / "bundle"
+    root.mkdir(exist_ok=True)
+    (root / "harness.py").write_text(harness)
+    (root / "cases.json").write_text(json.dumps([c.model_dump() for c in cases]))
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(ADD_KERNEL)
+    environment = {"TRITON_INTERPRET": "1", **(env or {})}
+    return HarnessBundle(
+        root=root,
+        cases=list(cases),
+        target={"backend": "cpu", "environment": environment},
+        environment=environment,
+        protected_paths=[root, kernel],
+    )
+
+
+def request(source: str = ADD_KERNEL, **kw) -> EvalRequest:
+    args = dict(candidate_id="c001", source=source, repetitions=5, timeout_s=60.0, verify_repeats=2)
+    args.update(kw)
+    return EvalRequest(**args)
+
+
+def run(ev: Evaluator, req: EvalRequest):
+    events = []
+    summary = ev.evaluate(req, events.append)
+    return summary, events
+
+
+def of(events, cls):
+    return [e for e in events if isinstance(e, cls)]
+
+
+def test_a_correct_triton_kernel_is_built_verified_three_times_per_case_and_benchmarked(tmp_path):
+    ev = Evaluator(make_bundle(tmp_path))
+    summary, events = run(ev, request())
+    assert summary.built and summary.verified and summary.benchmarked, summary
+    assert not summary.blocked_by_guard and not summary.infrastructure_failure
+    builds = of(events, BuildFinished)
+    assert len(builds) == 1 and builds[0].success and builds[0].duration_ms > 0
+    verifications = of(events, CaseVerified)
+    for case in ("small", "large"):
+        attempts = [v for v in verifications if v.case_id == case]
+        assert [v.attempt for v in attempts] == [1, 2, 3]  # two before, one after the benchmark
+        assert all(v.passed for v in attempts)
+        assert len({v.seed for v in attempts}) == 3  # a fresh seed every time
+        # The seed reached the harness's RNG: different seeds gave different inputs.
+        assert len({v.metrics["first_input"] for v in attempts}) == 3
+        assert attempts[0].metrics["max_abs_error"] is not None
+    samples = of(events, BenchmarkSampled)
+    assert [s.case_id for s in samples] == ["small", "large"]
+    assert all(len(s.samples_us) == 5 and min(s.samples_us) > 0 for s in samples)
+    assert samples[0].warmup_count == 1 and samples[0].bytes_moved == 12000
+    assert samples[1].flops == 5000  # declared in the case parameters
+    assert all(s.phase == Phase.ROUND and s.block == 0 for s in samples)
+    # The last verification of each case comes after its benchmark.
+    order = [(type(e).__name__, getattr(e, "case_id", None)) for e in events]
+    assert order.index(("CaseVerified", "large")) < order.index(("BenchmarkSampled", "large"))
+    assert max(i for i, o in enumerate(order) if o == ("CaseVerified", "large")) > order.index(
+        ("BenchmarkSampled", "large")
+    )
+    profiles = of(events, ProfileCollected)
+    assert len(profiles) == 2 and profiles[0].kernel_names == ["add_kernel"]
+    metrics = {m.name: m for m in profiles[0].metrics}
+    assert metrics["harness.unknown_metric"].value is None  # unknown stays null, never 0
+    assert (
+        metrics["proton.time_ns"].value == 1234.0 and metrics["proton.time_ns"].source == "proton"
+    )
+
+
+def test_the_bundle_environment_reaches_the_child_only(tmp_path):
+    harness = HARNESS.replace(
+        'assert os.environ.get("TRITON_INTERPRET") == "1"',
+        'assert os.environ.get("TRITON_INTERPRET") == "1" and os.environ["TLXDB_TEST_MARK"] == "m1"',
+    )
+    ev = Evaluator(make_bundle(tmp_path, harness, env={"TLXDB_TEST_MARK": "m1"}))
+    summary, _ = run(ev, request(verify_repeats=1, profile=False))
+    assert summary.verified
+    assert "TLXDB_TEST_MARK" not in os.environ
+
+
+def test_events_reach_emit_while_the_child_is_still_running(tmp_path):
+    harness = HARNESS + textwrap.dedent(
+        """
+        _orig_benchmark = benchmark
+        def benchmark(mod, case, repetitions):
+            time.sleep(1.5)
+            return _orig_benchmark(mod, case, repetitions)
+        """
+    )
+    ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
+    stamps = []
+    ev.evaluate(
+        request(verify_repeats=1, profile=False),
+        lambda e: stamps.append((type(e).__name__, time.monotonic())),
+    )
+    build_t = dict(stamps)["BuildFinished"]
+    bench_t = dict(stamps)["BenchmarkSampled"]
+    assert bench_t - build_t >= 1.4  # the build event was emitted before the slow benchmark ran
+
+
+def test_a_hanging_child_is_killed_with_its_whole_process_group(tmp_path):
+    pidfile = tmp_path / "grandchild.pid"
+    harness = HARNESS + textwrap.dedent(
+        f"""
+        import subprocess
+        def benchmark(mod, case, repetitions):
+            p = subprocess.Popen(["sleep", "300"])
+            open({str(pidfile)!r}, "w").write(str(p.pid))
+            time.sleep(300)
+        """
+    )
+    ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
+    t0 = time.monotonic()
+    summary, events = run(ev, request(timeout_s=8.0, verify_repeats=1))
+    assert time.monotonic() - t0 < 20
+    failures = of(events, InfrastructureFailed)
+    assert len(failures) == 1 and failures[0].kind == FailureKind.TIMEOUT
+    assert failures[0].retryable and failures[0].stage == "benchmark"
+    assert summary.infrastructure_failure and not summary.benchmarked
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        # a killed child of init may linger as a zombie for a moment
+        if Path(f"/proc/{grandchild}/stat").read_text().split()[2] == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the harness's own subprocess survived the timeout")
+
+
+def test_a_child_killed_by_a_signal_is_a_retryable_crash(tmp_path):
+    harness = HARNESS.replace("def verify(mod, case):", "def verify(mod, case):\n    os.abort()")
+    ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
+    summary, events = run(ev, request())
+    failures = of(events, InfrastructureFailed)
+    assert len(failures) == 1 and failures[0].kind == FailureKind.CRASH and failures[0].retryable
+    assert "SIGABRT" in failures[0].diagnostics and failures[0].stage == "verify"
+    assert summary.built and not summary.verified and summary.infrastructure_failure
+
+
+def test_a_candidate_that_raises_at_import_is_a_failed_build_with_the_traceback_tail(tmp_path):
+    ev = Evaluator(make_bundle(tmp_path))
+    summary, events = run(ev, request(ADD_KERNEL + "\nraise ValueError('candidate blew up')\n"))
+    builds = of(events, BuildFinished)
+    assert len(builds) == 1 and not builds[0].success
+    assert "ValueError: candidate blew up" in builds[0].diagnostics
+    assert not summary.built and not of(events, CaseVerified)
+
+
+def test_explicit_build_results_are_honoured(tmp_path):
+    harness = HARNESS.replace(
+        "    return mod\n",
+        '    if "BROKEN" in kernel_source:\n'
+        '        return {"success": False, "diagnostics": "the compiler said no"}\n'
+        '    return {"success": True, "artifact": mod, "diagnostics": "ok"}\n',
+    )
+    ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
+    summary, events = run(ev, request(ADD_KERNEL + "\nBROKEN = 1\n"))
+    assert not of(events, BuildFinished)[0].success
+    assert of(events, BuildFinished)[0].diagnostics == "the compiler said no"
+    summary, events = run(ev, request(verify_repeats=1, profile=False))
+    assert summary.verified and of(events, BuildFinished)[0].diagnostics == "ok"
+
+
+def test_a_boolean_verify_works_and_a_wrong_kernel_fails_its_first_protected_case(tmp_path):
+    harness = HARNESS.replace(
+        '        return {"passed": bool(torch.allclose(out, x + y)), "diagnostics": f"n={x.numel()}",\n'
+        '                "metrics": {"max_abs_error": err, "first_input": x[0].item()}}',
+        "        return torch.allclose(out, x + y)",
+    )
+    ev = Evaluator(make_bundle(tmp_path, harness))
+    summary, events = run(ev, request(ADD_KERNEL.replace("x + y, mask", "x - y, mask")))
+    verifications = of(events, CaseVerified)
+    assert [(v.case_id, v.passed) for v in verifications] == [("small", False)]
+    assert not summary.verified and not of(events, BenchmarkSampled)
+    assert "protected case small failed verification" in summary.reason
+
+
+def test_an_unprotected_case_that_fails_is_left_out_of_the_benchmark(tmp_path):
+    cases = [CaseSpec(case_id="tiny", parameters={"n": 7}, protected=False), CASES[0]]
+    ev = Evaluator(make_bundle(tmp_path, cases=cases))
+    bad = ADD_KERNEL.replace("x + y, mask", "tl.where(n < 10, x - y, x + y), mask")
+    summary, events = run(ev, request(bad, profile=False))
+    assert [s.case_id for s in of(events, BenchmarkSampled)] == ["small"]
+    assert summary.verified and summary.benchmarked
+
+
+@pytest.mark.parametrize(
+    "returned, reason",
+    [
+        ("[]", "no samples"),
+        ("[1.0, 0.0]", "must be positive"),
+        ("[-3.0]", "must be positive"),
+        ("[1.0, float('nan')]", "not a finite number"),
+        ("[float('inf')]", "not a finite number"),
+        ("{'samples_us': [2.0, 'fast']}", "not a finite number"),
+        ("{'warmup_count': 3}", "without 'samples_us'"),
+        ("42", "expected a list"),
+    ],
+)
+def test_invalid_benchmark_samples_are_a_harness_error_not_samples(tmp_path, returned, reason):
+    harness = HARNESS + f"\n\ndef benchmark(mod, case, repetitions):\n    return {returned}\n"
+    ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
+    summary, events = run(ev, request(verify_repeats=1))
+    assert not of(events, BenchmarkSampled)
+    failures = of(events, InfrastructureFailed)
+    assert len(failures) == 1 and failures[0].kind == FailureKind.HARNESS_ERROR
+    assert not failures[0].retryable and reason in failures[0].diagnostics
+    assert not summary.benchmarked and reason in summary.reason
+
+
+def test_a_plain_list_of_samples_is_accepted(tmp_path):
+    harness = (
+        HARNESS + "\n\ndef benchmark(mod, case, repetitions):\n    return [3.0] * repetitions\n"
+    )
+    ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
+    summary, events = run(ev, request(verify_repeats=1, profile=False))
+    (sampled,) = of(events, BenchmarkSampled)
+    assert sampled.samples_us == [3.0] * 5 and sampled.warmup_count is None
+
+
+def test_the_legacy_two_argument_profile_is_called(tmp_path):
+    harness = HARNESS.replace(
+        "def profile(mod, case, request=None):", "def profile(mod, case):\n    request = None"
+    )
+    ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
+    _, events = run(ev, request(verify_repeats=1))
+    (prof,) = of(events, ProfileCollected)
+    assert any(m.name == "harness.launches" for m in prof.metrics)
+
+
+def test_the_profile_request_carries_the_artifacts_dir(tmp_path):
+    harness = HARNESS + textwrap.dedent(
+        """
+        def profile(mod, case, request):
+            path = os.path.join(request["artifacts_dir"], "trace.hatchet")
+            open(path, "w").write("{}")
+            return {"proton": {"trace_path": path, "dram_bytes": None}}
+        """
+    )
+    ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
+    _, events = run(ev, request(verify_repeats=1, artifacts_dir=tmp_path / "art"))
+    (prof,) = of(events, ProfileCollected)
+    assert prof.artifacts and Path(prof.artifacts[0]).is_file()
+    assert Path(prof.artifacts[0]).is_relative_to(tmp_path / "art")
+
+
+def test_check_harness_accepts_a_complete_harness(tmp_path):
+    Evaluator(make_bundle(tmp_path)).check_harness()
+
+
+@pytest.mark.parametrize(
+    "harness, message",
+    [
+        ("def build(s, t):\n    return s\n", "lacks verify, benchmark"),
+        ("import no_such_module_tlxdb\n", "No module named 'no_such_module_tlxdb'"),
+        ("raise RuntimeError('bad harness')\n", "bad harness"),
+    ],
+)
+def test_check_harness_refuses_an_unusable_harness_with_one_line(tmp_path, harness, message):
+    with pytest.raises(HarnessInvalidError) as info:
+        Evaluator(make_bundle(tmp_path, harness)).check_harness()
+    assert message in info.value.message and "\n" not in info.value.message
+
+
+def test_an_unusable_harness_during_evaluate_is_a_harness_error_event(tmp_path):
+    ev = Evaluator(make_bundle(tmp_path, "def build(s, t):\n    return s\n"))
+    summary, events = run(ev, request())
+    (failure,) = of(events, InfrastructureFailed)
+    assert failure.kind == FailureKind.HARNESS_ERROR and not failure.retryable
+    assert not summary.built
+
+
+def test_revalidation_interleaves_finalist_and_baseline_in_one_child(tmp_path):
+    ev = Evaluator(make_bundle(tmp_path))
+    events = []
+    faster = ADD_KERNEL.replace("BLOCK=1024", "BLOCK=2048").replace(
+        "cdiv(n, 1024)", "cdiv(n, 2048)"
+    )
+    summary = ev.revalidate("c007", faster, "baseline", ADD_KERNEL, 3, 4, 120.0, events.append)
+    assert summary.verified and summary.benchmarked
+    sampled = of(events, BenchmarkSampled)
+    assert [(s.block, s.case_id, s.candidate_id) for s in sampled] == [
+        (b, c, who) for b in range(3) for c in ("small", "large") for who in ("c007", "baseline")
+    ]
+    assert all(s.phase == Phase.REVALIDATION for s in sampled)
+    assert len({s.cache_policy for s in sampled}) == 1  # the harness saw one process id
+    assert {b.candidate_id for b in of(events, BuildFinished)} == {"c007", "baseline"}
+    with pytest.raises(ValueError):
+        ev.revalidate("c007", faster, "baseline", ADD_KERNEL, 2, 4, 60.0, events.append)
+
+
+def test_a_speedup_above_10x_over_the_parent_triggers_extra_verification_and_a_rebenchmark(
+    tmp_path,
+):
+    ev = Evaluator(make_bundle(tmp_path, cases=CASES[:1]))
+    summary, events = run(ev, request(parent_medians_us={"small": 1e9}, profile=False))
+    flags = of(events, IntegrityFlagged)
+    assert [f.guard for f in flags] == ["tripwire:speedup>10x"] and not flags[0].blocking
+    assert [v.attempt for v in of(events, CaseVerified)] == [1, 2, 3, 4, 5]
+    assert [s.block for s in of(events, BenchmarkSampled)] == [0, 1]
+    assert summary.verified
+
+
+def test_a_throughput_above_the_hardware_ceiling_is_a_tripwire(tmp_path):
+    ev = Evaluator(make_bundle(tmp_path, cases=CASES[:1]), peak_bandwidth_bytes_per_s=1.0)
+    _, events = run(ev, request(profile=False, verify_repeats=1))
+    flags = of(events, IntegrityFlagged)
+    assert [f.guard for f in flags] == ["tripwire:bandwidth>ceiling"] and not flags[0].blocking
+    assert "exceeds the hardware ceiling" in flags[0].detail
+
+
+def test_a_candidate_that_replaces_torch_allclose_is_caught_by_the_snapshot(tmp_path):
+    cheat = ADD_KERNEL + "\ntorch.allclose = lambda *a, **k: True\n"
+    ev = Evaluator(make_bundle(tmp_path), static_checks=False)
+    summary, events = run(ev, request(cheat))
+    flags = of(events, IntegrityFlagged)
+    assert [f.guard for f in flags] == ["patched:torch.allclose"] and flags[0].blocking
+    assert summary.blocked_by_guard and not of(events, CaseVerified)
+
+
+def test_a_candidate_that_rewrites_the_harness_on_disk_is_caught_by_the_file_hashes(tmp_path):
+    cheat = ADD_KERNEL + textwrap.dedent(
+        """
+        import sys as _s
+        _p = _s.modules["harness"].__file__
+        _src = open(_p).read()
+        open(_p, "w").write(_src + "\\n# tampered\\n")
+        """
+    )
+    bundle = make_bundle(tmp_path)
+    ev = Evaluator(bundle, static_checks=False)
+    summary, events = run(ev, request(cheat, verify_repeats=1, profile=False))
+    flags = of(events, IntegrityFlagged)
+    assert [f.guard for f in flags] == ["files:changed"] and flags[0].blocking
+    assert str(bundle.root / "harness.py") in flags[0].detail
+    assert summary.blocked_by_guard
+
+
+def test_static_findings_block_before_any_child_runs(tmp_path):
+    cheat = "import threading\n" + ADD_KERNEL
+    ev = Evaluator(make_bundle(tmp_path))
+    t0 = time.monotonic()
+    summary, events = run(ev, request(cheat))
+    assert time.monotonic() - t0 < 1.0
+    assert [f.guard for f in of(events, IntegrityFlagged)] == ["static:thread"]
+    assert summary.blocked_by_guard and not of(events, BuildFinished)
+
+
+def test_replacing_the_snapshot_check_from_inside_the_child_does_not_silence_it(tmp_path):
+    cheat = ADD_KERNEL + textwrap.dedent(
+        """
+        import optimizer.evaluation.guards.snapshot as _s
+        _s.Snapshot.changed = lambda self: []
+        torch.allclose = lambda *a, **k: True
+        """
+    )
+    ev = Evaluator(make_bundle(tmp_path), static_checks=False)
+    summary, events = run(ev, request(cheat))
+    guards = {f.guard for f in of(events, IntegrityFlagged)}
+    assert "patched:torch.allclose" in guards
+    assert (
+        "patched:optimizer.evaluation.guards.snapshot.Snapshot" not in guards
+    )  # the class is the same object
+    assert summary.blocked_by_guard
+
+
+def test_a_benchmark_that_raises_is_a_harness_error_with_the_traceback_tail(tmp_path):
+    harness = HARNESS + "\n\ndef benchmark(mod, case, repetitions):\n    return 1 / 0\n"
+    ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
+    summary, events = run(ev, request(verify_repeats=1))
+    (failure,) = of(events, InfrastructureFailed)
+    assert failure.kind == FailureKind.HARNESS_ERROR and not failure.retryable
+    assert "ZeroDivisionError: division by zero" in failure.diagnostics
+    assert "ZeroDivisionError" in summary.reason and not summary.benchmarked
+
+
+def test_a_verify_that_raises_is_a_failed_verification_with_the_traceback_tail(tmp_path):
+    harness = HARNESS.replace(
+        "def verify(mod, case):", "def verify(mod, case):\n    raise KeyError('missing tensor')"
+    )
+    ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
+    summary, events = run(ev, request())
+    (verification,) = of(events, CaseVerified)
+    assert not verification.passed and "KeyError: 'missing tensor'" in verification.diagnostics
+    assert not of(events, InfrastructureFailed) and not summary.verified

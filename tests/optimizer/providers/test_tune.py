@@ -1,0 +1,334 @@
+"""The tune provider's search, driven against deterministic cost models (no harness).
+
+Each test builds the ProviderContext the loop would build: the parent, the original, every
+measured candidate (this run and earlier ones) and the prior bests. A cost function stands in for
+the measurement so the search itself is checked exactly; the examples' tests run it for real.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+from optimizer.bundle.spec import CaseSpec, TargetSpec
+from optimizer.decision.identity import source_hashes
+from optimizer.providers import ProviderOptions, registry
+from optimizer.providers.base import MeasuredCandidate, Proposal, ProviderContext, SearchExhausted
+from optimizer.providers.knobs import apply_knobs, knob_values
+from optimizer.providers.tune import TuneProvider
+from tlxstore.events import DeviceInfo
+
+REPO = Path(__file__).resolve().parents[3]
+SOFTMAX = (REPO / "examples" / "softmax" / "kernel.py").read_text()
+RMSNORM = (REPO / "examples" / "rmsnorm" / "kernel.py").read_text()
+MATMUL = (REPO / "examples" / "matmul" / "kernel.py").read_text()
+HOST_CASES = [CaseSpec(case_id="2x4096", parameters={"n_rows": 2, "n_cols": 4096})]
+GPU_CASES = [CaseSpec(case_id="16384x8192", parameters={"n_rows": 16384, "n_cols": 8192})]
+
+Cost = Callable[[dict[str, int]], float | None]  # microseconds; None: the candidate failed
+
+
+def interpreter_softmax(config: dict[str, int]) -> float:
+    """The host example's shape: a fixed cost per loop trip, a small one per element."""
+    block = config["BLOCK"]
+    return 2 * math.ceil(4096 / block) * 1000.0 + block * 0.2
+
+
+def context(
+    source: str,
+    measured: list[MeasuredCandidate],
+    *,
+    parent: str | None = None,
+    run_id: str = "r1",
+    backend: str = "cpu",
+    cases: list[CaseSpec] = HOST_CASES,
+    prior_best: list[MeasuredCandidate] | None = None,
+    tuning_space: dict | None = None,
+) -> ProviderContext:
+    return ProviderContext(
+        run_id=run_id,
+        round=1 + sum(m.run_id == run_id for m in measured),
+        candidate_index=1,
+        target=TargetSpec(
+            backend=backend,
+            architecture="sm_90" if backend == "cuda" else "",
+            tuning_space=tuning_space,
+        ),
+        device=DeviceInfo(
+            kind="cpu-interpreter" if backend == "cpu" else "NVIDIA H200",
+            backend=backend,
+            architecture="sm_90" if backend == "cuda" else None,
+        ),
+        cases=cases,
+        parent_id="baseline",
+        parent_source=parent or source,
+        original_source=source,
+        measured=measured,
+        prior_best=prior_best or [],
+    )
+
+
+def drive(
+    source: str,
+    cost: Cost,
+    *,
+    run_id: str = "r1",
+    measured=None,
+    prior_best=None,
+    limit: int = 40,
+    min_speedup: float = 1.01,
+    **kw,
+):
+    """Run the provider as the loop would; return (proposals, measured, final result)."""
+    provider = TuneProvider()
+    measured = list(measured or [])
+    start = cost(knob_values(source))
+    assert start is not None
+    parent, incumbent = source, start
+    proposals: list[Proposal] = []
+    for i in range(limit):
+        ctx = context(source, measured, parent=parent, run_id=run_id, prior_best=prior_best, **kw)
+        result = provider.propose(ctx, lambda event: None)
+        if isinstance(result, SearchExhausted):
+            return proposals, measured, result
+        proposals.append(result)
+        t = cost(knob_values(result.source))
+        promoted = t is not None and incumbent / t >= min_speedup
+        measured.append(
+            MeasuredCandidate(
+                run_id=run_id,
+                candidate_id=f"c{i + 1:03d}",
+                source_hash=source_hashes(result.source)[0],
+                knobs=result.knobs,
+                outcome="failed" if t is None else "promoted" if promoted else "rejected",
+                speedup=None if t is None else start / t,
+            )
+        )
+        if promoted:
+            parent, incumbent = result.source, t
+    return proposals, measured, None
+
+
+def best_of(measured: list[MeasuredCandidate]) -> MeasuredCandidate:
+    return max((m for m in measured if m.speedup), key=lambda m: m.speedup or 0)
+
+
+def test_a_proposal_is_a_real_rewrite_with_its_hypothesis():
+    result = TuneProvider().propose(context(SOFTMAX, []), lambda e: None)
+    assert isinstance(result, Proposal)
+    assert result.source == apply_knobs(SOFTMAX, result.knobs) != SOFTMAX
+    assert result.knobs == {"BLOCK": 512}  # a fresh direction: half the room, at most x4
+    assert result.change == "BLOCK 128→512"
+    assert result.expected_effect == "BLOCK 128→512: 1/4 the loop trips per program"
+    assert result.hypothesis and result.evidence and result.risk
+    assert result.hypothesis_kind == "block_size"
+
+
+def test_on_the_interpreter_only_constexpr_knobs_are_searched():
+    proposals, _, done = drive(SOFTMAX, interpreter_softmax)
+    assert all(
+        set(p.knobs) == {"BLOCK"} for p in proposals
+    )  # num_warps/num_stages do nothing there
+    assert isinstance(done, SearchExhausted)
+
+
+def test_the_search_reaches_the_best_block_accelerating_toward_what_helped():
+    proposals, measured, done = drive(SOFTMAX, interpreter_softmax)
+    assert [p.change for p in proposals[:2]] == ["BLOCK 128→512", "BLOCK 512→4096"]
+    assert best_of(measured).knobs == {"BLOCK": 4096}
+    assert len(proposals) <= 4
+    assert isinstance(done, SearchExhausted) and "BLOCK=4096" in done.reason
+
+
+def test_no_configuration_measured_in_any_run_is_proposed_again():
+    _, first, _ = drive(SOFTMAX, interpreter_softmax, run_id="r1")
+    proposals, _, _ = drive(SOFTMAX, interpreter_softmax, run_id="r2", measured=first)
+    seen = {m.source_hash for m in first} | {source_hashes(SOFTMAX)[0]}
+    assert all(source_hashes(p.source)[0] not in seen for p in proposals)
+
+
+def test_a_second_run_starts_from_the_best_configuration_of_earlier_runs():
+    _, first, _ = drive(SOFTMAX, interpreter_softmax, run_id="r1")
+    best = best_of(first)
+    proposals, second, done = drive(
+        SOFTMAX, interpreter_softmax, run_id="r2", measured=first, prior_best=[best]
+    )
+    assert proposals[0].knobs == best.knobs
+    assert (
+        proposals[0].replays == f"r1/{best.candidate_id}"
+    )  # re-measured, not answered from the store
+    assert len(proposals) <= 3 and isinstance(done, SearchExhausted)
+
+
+def test_a_failed_configuration_closes_its_direction():
+    def cost(config):  # anything above 1024 fails to build
+        return None if config["BLOCK"] > 1024 else interpreter_softmax(config)
+
+    proposals, measured, _ = drive(SOFTMAX, cost)
+    tried = [p.knobs["BLOCK"] for p in proposals]
+    assert sum(1 for b in tried if b > 1024) <= 2  # bisects back, never walks into the failure
+    assert best_of(measured).knobs == {"BLOCK": 1024}
+
+
+def test_two_proposals_in_one_round_are_different():
+    provider = TuneProvider()
+    ctx = context(SOFTMAX, [])
+    first = provider.propose(ctx, lambda e: None)
+    second = provider.propose(ctx.model_copy(update={"candidate_index": 2}), lambda e: None)
+    assert isinstance(first, Proposal) and isinstance(second, Proposal)
+    assert first.source != second.source
+
+
+def test_a_declared_tuning_space_is_the_whole_search():
+    space = {"BLOCK": [64, 128, 256]}
+    proposals, _, done = drive(SOFTMAX, interpreter_softmax, tuning_space=space)
+    assert {p.knobs["BLOCK"] for p in proposals} <= {128, 256}
+    assert isinstance(done, SearchExhausted)
+
+
+def test_a_kernel_without_knobs_exhausts_at_once():
+    source = "def f(x):\n    return x\n"
+    result = TuneProvider().propose(context(source, []), lambda e: None)
+    assert isinstance(result, SearchExhausted) and "no tunable" in result.reason
+
+
+def gpu_rmsnorm(config: dict[str, int]) -> float:
+    """An H200-like model: bandwidth rises with bytes in flight, falls when threads spill."""
+    block, warps = config["BLOCK"], config["NUM_WARPS"]
+    per_thread = block / (32 * warps)
+    efficiency = min(1.0, block * warps / 65536) ** 0.3 * (0.5 if per_thread > 64 else 1.0)
+    efficiency *= 1.0 if per_thread >= 2 else 0.6
+    return 16384 * 8192 * 4 / (4.24e12 * max(efficiency, 0.05)) * 1e6 * (1 + 8192 / block * 0.02)
+
+
+def test_on_a_gpu_warps_and_blocks_are_searched_within_the_register_limit():
+    proposals, measured, _ = drive(RMSNORM, gpu_rmsnorm, backend="cuda", cases=GPU_CASES, limit=12)
+    assert any("NUM_WARPS" in p.change for p in proposals)
+    for p in proposals:
+        k = knob_values(p.source)
+        assert k["BLOCK"] / (32 * k["NUM_WARPS"]) <= 64
+    start = gpu_rmsnorm(knob_values(RMSNORM))
+    assert start / gpu_rmsnorm(best_of(measured).knobs) > 1.5
+
+
+def gpu_matmul(config: dict[str, int]) -> float:
+    """H200-like: throughput grows with the tile's reuse up to 128x256, with BLOCK_K 64 and four
+    stages; too few accumulator values per thread waste warps."""
+    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    acc_per_thread = bm * bn / (32 * config["num_warps"])
+    efficiency = min(1.0, (2 * bm * bn / (bm + bn)) / 170.0)
+    efficiency *= 0.85 if acc_per_thread < 16 else 1.0
+    efficiency *= {16: 0.7, 32: 0.85, 64: 1.0, 128: 0.95}.get(bk, 0.8)
+    efficiency *= {1: 0.5, 2: 0.8, 3: 0.92, 4: 1.0, 5: 0.98}[config["num_stages"]]
+    efficiency *= 1.0 if config["GROUP_M"] >= 4 else 0.95
+    return 2 * 4096**3 / (750e12 * efficiency) * 1e6
+
+
+MATMUL_CASES = [
+    CaseSpec(case_id="4096", parameters={"M": 4096, "N": 4096, "K": 4096, "dtype": "bfloat16"})
+]
+
+
+def test_matmul_tiles_respect_shared_memory_and_tl_dot_minimums():
+    proposals, _, _ = drive(MATMUL, gpu_matmul, backend="cuda", cases=MATMUL_CASES, limit=36)
+    assert len(proposals) >= 12
+    for p in proposals:
+        k = knob_values(p.source)
+        smem = k["num_stages"] * (k["BLOCK_M"] * k["BLOCK_K"] + k["BLOCK_K"] * k["BLOCK_N"]) * 2
+        assert smem <= 232448, p.change
+        assert min(k["BLOCK_M"], k["BLOCK_N"], k["BLOCK_K"]) >= 16
+        assert k["BLOCK_M"] * k["BLOCK_N"] / (32 * k["num_warps"]) <= 128
+
+
+def test_on_a_gpu_the_matmul_search_reaches_ninety_percent_of_the_best_tile_within_36():
+    proposals, measured, _ = drive(MATMUL, gpu_matmul, backend="cuda", cases=MATMUL_CASES, limit=36)
+    ideal = 2 * 4096**3 / 750e12 * 1e6
+    assert ideal / gpu_matmul(best_of(measured).knobs) >= 0.9
+    assert gpu_matmul(knob_values(MATMUL)) / gpu_matmul(best_of(measured).knobs) > 3
+
+
+def test_measurements_of_another_kernel_are_not_taken_for_this_one():
+    edited = SOFTMAX.replace(
+        "tl.exp(x - row_max) / row_sum", "tl.exp(x - row_max) * (1.0 / row_sum)"
+    )
+    _, other, _ = drive(edited, interpreter_softmax, run_id="r0")
+    best = best_of(other)
+    result = TuneProvider().propose(context(SOFTMAX, other, prior_best=[best]), lambda e: None)
+    assert isinstance(result, Proposal) and result.replays is None  # no adoption across kernels
+    assert result.knobs == {"BLOCK": 512}
+
+
+def test_an_autotuned_kernel_is_pinned_config_by_config_first():
+    source = textwrap.dedent(
+        """
+        import triton
+        import triton.language as tl
+
+        @triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=2),
+                                  triton.Config({"BLOCK": 256}, num_warps=4)], key=["n"])
+        @triton.jit
+        def k(x_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, 1.0, mask=offs < n)
+
+        def run(x):
+            k[(1,)](x, x.numel())
+        """
+    )
+    provider = TuneProvider()
+    first = provider.propose(context(source, []), lambda e: None)
+    assert isinstance(first, Proposal) and first.hypothesis_kind == "autotune_pin"
+    assert knob_values(first.source) == {"BLOCK": 64, "num_warps": 2, "num_stages": 3}
+
+
+def test_the_registry_creates_tune():
+    provider = registry.create("tune", ProviderOptions())
+    assert isinstance(provider, TuneProvider) and provider.name == "tune" and provider.model is None
+
+
+def gpu_softmax(config: dict[str, int]) -> float:
+    """H200-like: one read and one write at a bandwidth that needs 8-32 values per thread;
+    blocks shorter than the 8192-column row pay a second pass and loop trips."""
+    block, warps = config["BLOCK"], config["num_warps"]
+    per_thread = block / (32 * warps)
+    efficiency = 0.95 if 8 <= per_thread <= 32 else 0.75 if per_thread < 8 else 0.5
+    passes = 1.0 if block >= 8192 else 1.15 + 0.02 * 8192 / block
+    return 16384 * 8192 * 4 / (4.24e12 * efficiency) * passes * 1e6
+
+
+def test_a_wider_block_that_measured_slower_is_retried_with_proportionally_more_warps():
+    start = knob_values(SOFTMAX)
+    history = []
+    for i, change in enumerate([{"BLOCK": 2048}, {"BLOCK": 8192}], 1):
+        config = {**start, **change}
+        source = apply_knobs(SOFTMAX, change)
+        history.append(
+            MeasuredCandidate(
+                run_id="r1",
+                candidate_id=f"c00{i}",
+                source_hash=source_hashes(source)[0],
+                knobs=config,
+                outcome="promoted" if i == 1 else "rejected",
+                speedup=gpu_softmax(start) / gpu_softmax(config),
+            )
+        )
+    assert history[1].speedup < history[0].speedup  # 64 values per thread with 4 warps
+    parent = apply_knobs(SOFTMAX, {"BLOCK": 2048})
+    result = TuneProvider().propose(
+        context(SOFTMAX, history, parent=parent, backend="cuda", cases=GPU_CASES), lambda e: None
+    )
+    assert isinstance(result, Proposal)
+    assert result.change == "BLOCK 2048→8192, num_warps 4→16"  # 16 values per thread, as now
+    assert "with 16 warps each thread keeps the values it holds now" in result.evidence
+
+
+def test_on_a_gpu_the_softmax_search_reaches_the_bandwidth_plateau_within_twelve():
+    proposals, measured, _ = drive(SOFTMAX, gpu_softmax, backend="cuda", cases=GPU_CASES, limit=12)
+    best = best_of(measured)
+    assert gpu_softmax(best.knobs) <= 1.01 * min(
+        gpu_softmax({"BLOCK": b, "num_warps": w, "num_stages": 3})
+        for b in (1024, 2048, 4096, 8192, 16384)
+        for w in (1, 2, 4, 8, 16, 32)
+    )

@@ -1,0 +1,167 @@
+"""The loop's planner is a pure function of the folded run: each rule, on synthetic events."""
+
+from datetime import UTC, datetime
+
+from optimizer.run.loop import Budget, Step, next_slot, plan, provider_failures_in_a_row, signature
+from tlxstore.events import (
+    BuildFinished,
+    CandidateProposed,
+    DecisionMade,
+    Envelope,
+    FailureKind,
+    FinalistRevalidated,
+    InfrastructureFailed,
+    Outcome,
+    RunFinished,
+    SearchEnded,
+    StoppingReason,
+    Thresholds,
+)
+from tlxstore.fold import fold
+from tlxstore.testing import run_started
+
+T = Thresholds(
+    max_rounds=2,
+    candidates_per_round=2,
+    max_candidate_seconds=60,
+    max_total_seconds=3600,
+    min_speedup=1.01,
+    max_cv=0.1,
+    benchmark_repetitions=10,
+)
+
+
+def _fold(*events):
+    envs = [
+        Envelope(event_id=f"e{i}", run_id="r1", seq=i, recorded_at=datetime.now(UTC), event=e)
+        for i, e in enumerate(events)
+    ]
+    return fold(envs), envs
+
+
+def _proposed(cid, round_=1, knobs=None, parent="baseline"):
+    return CandidateProposed(
+        candidate_id=cid,
+        parent_id=parent,
+        round=round_,
+        provider="p",
+        hypothesis="h",
+        source_hash=f"sha256:{cid}",
+        normalized_hash=f"sha256:n{cid}",
+        knobs=knobs or {},
+    )
+
+
+def _decided(cid, outcome=Outcome.REJECTED):
+    return DecisionMade(candidate_id=cid, outcome=outcome, reason="r")
+
+
+BASE = [run_started(), _proposed("baseline", 0, parent=None)]
+
+
+def test_an_empty_search_proposes_round_1_candidate_1():
+    state, _ = _fold(*BASE)
+    assert (
+        plan(state, T, Budget()) == plan(state, T, Budget())
+        and plan(state, T, Budget()).step is Step.PROPOSE
+    )
+    assert next_slot(state, 2) == (1, 1)
+
+
+def test_slots_fill_rounds_in_order():
+    state, _ = _fold(
+        *BASE, _proposed("c001"), _decided("c001"), _proposed("c002"), _decided("c002")
+    )
+    nxt = plan(state, T, Budget())
+    assert (nxt.step, nxt.round, nxt.index) == (Step.PROPOSE, 2, 1)
+
+
+def test_a_proposed_but_unevaluated_candidate_is_evaluated():
+    state, _ = _fold(*BASE, _proposed("c001"))
+    assert plan(state, T, Budget()).step is Step.EVALUATE
+
+
+def test_a_candidate_with_partial_evidence_is_retried_and_does_not_use_a_slot():
+    state, _ = _fold(
+        *BASE, _proposed("c001"), BuildFinished(candidate_id="c001", success=True, duration_ms=1)
+    )
+    nxt = plan(state, T, Budget())
+    assert (nxt.step, nxt.candidate_id) == (Step.RETRY, "c001")
+    interrupted = InfrastructureFailed(
+        candidate_id="c001", stage="interrupted", kind=FailureKind.CRASH, retryable=True
+    )
+    state, _ = _fold(*BASE, _proposed("c001"), interrupted, _decided("c001", Outcome.FAILED))
+    assert next_slot(state, 2) == (1, 1)
+
+
+def test_rounds_exhausted_with_a_promoted_finalist_revalidates_then_finishes():
+    events = [*BASE]
+    for i, (r, outcome) in enumerate(
+        [(1, Outcome.PROMOTED), (1, Outcome.REJECTED), (2, Outcome.FAILED), (2, Outcome.REJECTED)]
+    ):
+        events += [_proposed(f"c00{i + 1}", r), _decided(f"c00{i + 1}", outcome)]
+    state, _ = _fold(*events)
+    nxt = plan(state, T, Budget())
+    assert (nxt.step, nxt.reason) == (Step.END_SEARCH, StoppingReason.MAX_ROUNDS)
+    events.append(SearchEnded(reason=StoppingReason.MAX_ROUNDS))
+    state, _ = _fold(*events)
+    nxt = plan(state, T, Budget())
+    assert (nxt.step, nxt.candidate_id, nxt.reason) == (
+        Step.REVALIDATE,
+        "c001",
+        StoppingReason.MAX_ROUNDS,
+    )
+    rev = FinalistRevalidated(
+        candidate_id="c001",
+        survived=True,
+        reason="ok",
+        speedup=1.5,
+        ci_low=1.2,
+        ci_high=1.8,
+        alternations=3,
+    )
+    state, _ = _fold(*events, rev)
+    assert plan(state, T, Budget(commit=True)).step is Step.COMMIT
+    assert plan(state, T, Budget(commit=False)).step is Step.FINISH
+
+
+def test_the_provider_saying_exhausted_or_failing_three_times_stops_the_search():
+    state, _ = _fold(*BASE)
+    assert (
+        plan(state, T, Budget(exhausted="nothing left")).reason == StoppingReason.SEARCH_EXHAUSTED
+    )
+    assert plan(state, T, Budget(provider_failures=3)).reason == StoppingReason.PROVIDER_FAILED
+    assert plan(state, T, Budget(elapsed_s=3600)).reason == StoppingReason.MAX_TOTAL_SECONDS
+
+
+def test_an_ended_search_stays_ended_with_its_reason_whatever_the_budget_says_after_a_resume():
+    # The provider said "exhausted" (or time ran out) before a crash; the resumed run has a fresh
+    # provider and clock, but the recorded end of the search decides.
+    ended = SearchEnded(reason=StoppingReason.MAX_TOTAL_SECONDS, detail="time is up")
+    state, _ = _fold(*BASE, ended)
+    nxt = plan(state, T, Budget(elapsed_s=0.0))
+    assert (nxt.step, nxt.reason) == (Step.FINISH, StoppingReason.MAX_TOTAL_SECONDS)
+
+
+def test_provider_failures_count_since_the_last_proposal():
+    fail = InfrastructureFailed(
+        candidate_id=None, stage="propose", kind=FailureKind.PROVIDER, retryable=True
+    )
+    _, envs = _fold(*BASE, fail, _proposed("c001"), _decided("c001"), fail, fail)
+    assert provider_failures_in_a_row(envs) == 2
+
+
+def test_a_finished_run_is_done_but_an_interrupted_one_continues():
+    done = RunFinished(stopping_reason=StoppingReason.MAX_ROUNDS, success=False)
+    state, _ = _fold(*BASE, done)
+    assert plan(state, T, Budget()).step is Step.DONE
+    stopped = RunFinished(stopping_reason=StoppingReason.INTERRUPTED, success=False)
+    state, _ = _fold(*BASE, stopped)
+    assert plan(state, T, Budget()).step is Step.PROPOSE
+
+
+def test_the_exclusion_signature_is_the_knobs_else_the_change_else_the_hypothesis():
+    assert signature(_proposed("c1", knobs={"num_warps": 8, "BLOCK": 64})) == "BLOCK=64,num_warps=8"
+    p = _proposed("c2").model_copy(update={"change": "unroll   the\nloop"})
+    assert signature(p) == "unroll the loop"
+    assert signature(_proposed("c3")) == "h"

@@ -1,0 +1,78 @@
+"""How a run stops early: a bundle file edited during the run, and Ctrl-C (SIGINT)."""
+
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from support.drive_run import SCRIPT
+from support.runner import request
+from support.scripted_provider import ScriptedProvider, set_block
+from test_resume import DRIVER, _kill_when
+
+from optimizer.providers.base import ProviderContext, Recorder
+from optimizer.reporting.result import EXIT_BAD_INPUT, EXIT_INTERRUPTED
+from optimizer.run import lifecycle
+from tlxstore.events import BuildFinished, RunFinished, StoppingReason
+from tlxstore.fold import fold
+from tlxstore.runlog import read_envelopes
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class EditsTheBundle(ScriptedProvider):
+    """Proposes like a scripted provider, but first edits the user's cases.json (as a user might)."""
+
+    cases: Path | None = None
+
+    def propose(self, ctx: ProviderContext, record: Recorder):
+        self.cases.write_text(self.cases.read_text().replace('"weight": 0.5', '"weight": 0.7'))
+        return super().propose(ctx, record)
+
+
+def test_a_bundle_file_changed_during_the_run_stops_it_with_the_file_named(tmp_path):
+    req = request(tmp_path)
+    provider = EditsTheBundle([set_block(256)], cases=req.bundle.cases)
+    result = lifecycle.optimize(req, provider=provider)
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert result.stopping_reason == StoppingReason.BUNDLE_CHANGED
+    assert result.detail.startswith(
+        f"cases.json changed during the run ({req.bundle.cases}); the run stops"
+    )
+    state = fold(read_envelopes(req.output_dir))
+    assert (
+        state.candidates["c001"].build is None
+    )  # stopped before evaluating anything under the new bundle
+    assert (req.output_dir / "result.json").exists()
+
+
+def test_sigint_records_an_interrupted_run_exits_130_and_it_can_be_resumed(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), str(tmp_path)], env={**os.environ, "TMPDIR": str(tmp_path)}
+    )
+    log = tmp_path / "out" / "events.jsonl"
+
+    def first_build(e):
+        return isinstance(e, BuildFinished) and e.candidate_id == "c001"
+
+    _kill_when(log, proc, first_build, sig=signal.SIGINT)
+    assert proc.returncode == EXIT_INTERRUPTED
+    state = fold(read_envelopes(log))
+    assert (
+        isinstance(state.finished, RunFinished)
+        and state.finished.stopping_reason == StoppingReason.INTERRUPTED
+    )
+    assert (tmp_path / "out" / "result.json").exists()
+
+    result = lifecycle.resume(
+        str(tmp_path / "out"), tmp_path / "store.duckdb", provider=ScriptedProvider(list(SCRIPT))
+    )
+    assert result.stopping_reason == StoppingReason.MAX_ROUNDS
+    done = fold(read_envelopes(log))
+    assert done.finished.stopping_reason == StoppingReason.MAX_ROUNDS
+    decided = [c for c in done.candidates.values() if c.decision and not c.failures]
+    assert sorted(c.proposal.knobs["BLOCK_SIZE"] for c in decided) == [128, 256, 512]

@@ -1,0 +1,1 @@
+"""Helpers shared by tests: bundles, a scripted provider, a run request builder, a driver script."""
