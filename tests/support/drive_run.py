@@ -1,23 +1,67 @@
-"""Runs one optimization through the library API in its own process (for the SIGKILL test).
+"""Runs one optimization through the library API in its own process (for the SIGKILL and SIGINT
+tests).
 
-usage: python drive_run.py TMP_DIR
+usage: python drive_run.py TMP_DIR [HOLD]
+
+HOLD, e.g. `BuildFinished:c002`, makes the run stand still right after that event is in its log:
+the driver writes TMP_DIR/held and sleeps until a signal ends it. A test kills or interrupts it at
+exactly that point, however busy the machine is (no race against the run's own speed).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# the repository before tests/: tests/optimizer/ must not shadow the optimizer package
+_TESTS = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(_TESTS.parent), str(_TESTS)]
 
-from optimizer.run import lifecycle
+from optimizer.run import lifecycle  # noqa: E402
 from support.runner import request  # noqa: E402
 from support.scripted_provider import ScriptedProvider, set_block  # noqa: E402
 
 SCRIPT = [set_block(128), set_block(256), set_block(512)]
 FLAGS = {"max_rounds": 3, "candidates_per_round": 1}
+HELD = "held"
+HOLD_MAX_S = 600  # a held driver that nobody signals ends itself
+
+
+def hold_after(spec: str, tmp: Path):
+    """An observer that stands still after the event `Type:candidate_id` was appended."""
+    kind, candidate_id = spec.split(":")
+
+    def observer(env, state) -> None:
+        e = env.event
+        if type(e).__name__ == kind and getattr(e, "candidate_id", None) == candidate_id:
+            (tmp / HELD).write_text(str(os.getpid()))
+            time.sleep(HOLD_MAX_S)
+
+    return observer
+
+
+def start_held(tmp: Path, spec: str, timeout_s: float = 300) -> subprocess.Popen:
+    """Start the driver in its own process and return once it stands still after `spec`."""
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    proc = subprocess.Popen([sys.executable, __file__, str(tmp), spec], env=env)
+    deadline = time.monotonic() + timeout_s
+    while not (tmp / HELD).exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended before {spec} (exit {proc.returncode})")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"the run never reached {spec} in {timeout_s} s")
+        time.sleep(0.05)
+    return proc
+
 
 if __name__ == "__main__":
     tmp = Path(sys.argv[1])
-    result = lifecycle.optimize(request(tmp, flags=FLAGS), provider=ScriptedProvider(list(SCRIPT)))
+    observer = hold_after(sys.argv[2], tmp) if len(sys.argv) > 2 else None
+    result = lifecycle.optimize(
+        request(tmp, flags=FLAGS), provider=ScriptedProvider(list(SCRIPT)), observer=observer
+    )
     sys.exit(result.exit_code)

@@ -2,21 +2,18 @@
 
 import os
 import signal
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.drive_run import SCRIPT
+from support.drive_run import SCRIPT, start_held
 from support.runner import request
 from support.scripted_provider import ScriptedProvider, set_block
-from test_resume import DRIVER, _kill_when
 
 from optimizer.providers.base import ProviderContext, Recorder
 from optimizer.reporting.result import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 from optimizer.run import lifecycle
-from tlxstore.events import BuildFinished, RunFinished, StoppingReason
+from tlxstore.events import RunFinished, StoppingReason
 from tlxstore.fold import fold
 from tlxstore.runlog import read_envelopes
 
@@ -51,15 +48,10 @@ def test_a_bundle_file_changed_during_the_run_stops_it_with_the_file_named(tmp_p
 
 
 def test_sigint_records_an_interrupted_run_exits_130_and_it_can_be_resumed(tmp_path):
-    proc = subprocess.Popen(
-        [sys.executable, str(DRIVER), str(tmp_path)], env={**os.environ, "TMPDIR": str(tmp_path)}
-    )
+    proc = start_held(tmp_path, "BuildFinished:c001")
+    os.kill(proc.pid, signal.SIGINT)
+    proc.wait(timeout=120)
     log = tmp_path / "out" / "events.jsonl"
-
-    def first_build(e):
-        return isinstance(e, BuildFinished) and e.candidate_id == "c001"
-
-    _kill_when(log, proc, first_build, sig=signal.SIGINT)
     assert proc.returncode == EXIT_INTERRUPTED
     state = fold(read_envelopes(log))
     assert (

@@ -3,13 +3,9 @@ with no lost and no repeated evaluation."""
 
 import os
 import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
-from support.drive_run import SCRIPT
+from support.drive_run import SCRIPT, start_held
 from support.scripted_provider import ScriptedProvider
 
 from optimizer.run import lifecycle
@@ -19,30 +15,13 @@ from tlxstore.runlog import read_envelopes
 from tlxstore.store import Store
 
 pytestmark = pytest.mark.slow
-DRIVER = Path(__file__).resolve().parents[2] / "support" / "drive_run.py"
-
-
-def _kill_when(
-    log: Path, proc: subprocess.Popen, seen, timeout_s: float = 240, sig: int = signal.SIGKILL
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"the run ended before it could be killed (exit {proc.returncode})")
-        if log.exists() and any(seen(env.event) for env in read_envelopes(log)):
-            os.kill(proc.pid, sig)
-            proc.wait(timeout=120)
-            return
-        time.sleep(0.05)
-    proc.kill()
-    pytest.fail("the run never reached the point to kill it")
 
 
 def test_a_run_killed_mid_candidate_resumes_and_finishes_without_lost_or_repeated_work(tmp_path):
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, str(DRIVER), str(tmp_path)], env=env)
+    proc = start_held(tmp_path, "BuildFinished:c002")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=120)
     log = tmp_path / "out" / "events.jsonl"
-    _kill_when(log, proc, lambda e: isinstance(e, BuildFinished) and e.candidate_id == "c002")
     before = read_envelopes(log)
     assert fold(before).finished is None
 
