@@ -83,4 +83,3 @@ def test_eight_writers_times_500_events_give_exactly_4000_with_a_reader_running(
     print(
         f"8 writers x 500 events: {elapsed:.1f} s; {len(counts)} tlxdb queries meanwhile: {counts}"
     )
-    assert elapsed < 60

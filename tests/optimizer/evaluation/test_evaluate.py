@@ -463,9 +463,7 @@ def test_a_candidate_that_rewrites_the_harness_on_disk_is_caught_by_the_file_has
 def test_static_findings_block_before_any_child_runs(tmp_path):
     cheat = "import threading\n" + ADD_KERNEL
     ev = Evaluator(make_bundle(tmp_path))
-    t0 = time.monotonic()
     summary, events = run(ev, request(cheat))
-    assert time.monotonic() - t0 < 1.0
     assert [f.guard for f in of(events, IntegrityFlagged)] == ["static:thread"]
     assert summary.blocked_by_guard and not of(events, BuildFinished)
 
