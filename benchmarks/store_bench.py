@@ -45,7 +45,8 @@ from queries.replica import replica_of
 from tlxstore.events import Envelope, Event, Outcome, new_event_id
 from tlxstore.fold import fold
 from tlxstore.runlog import RunLog, read_envelopes
-from tlxstore.store import Store, store_sql
+from tlxstore.store import Store
+from tlxstore.store.sql import store_sql
 from tlxstore.testing import candidate_events, run_started
 
 HERE = Path(__file__).resolve().parent
@@ -57,7 +58,7 @@ TARGETS = {
 }
 
 
-# Store.last_ingest's parts (tlxstore.store.IngestTimings), reported per batch size
+# Store.last_ingest's parts (tlxstore.store.ingest.IngestTimings), reported per batch size
 INGEST_PARTS = ("table_ms", "lock_attach_ms", "sql_ms", "project_ms", "commit_ms", "release_ms")
 
 

@@ -12,7 +12,10 @@ from pathlib import Path
 import duckdb
 
 from tlxstore.events import Envelope, new_event_id
-from tlxstore.store import Store, _projection_statements, incoming_table, store_sql
+from tlxstore.store import Store
+from tlxstore.store.ingest import incoming_table
+from tlxstore.store.projection import projection_statements
+from tlxstore.store.sql import store_sql
 from tlxstore.testing import candidate_events, run_started
 
 
@@ -55,7 +58,7 @@ def main() -> None:
             store_sql("project_tail").replace("$lo", "0").replace("$hi", str(len(envs))),
         )
     )
-    statements += [(f"pass: {kind}", sql) for kind, sql in _projection_statements()]
+    statements += [(f"pass: {kind}", sql) for kind, sql in projection_statements()]
     statements.append(("pass: COMMIT", "COMMIT"))
     for name, sql in statements:
         t0 = time.perf_counter()

@@ -18,7 +18,8 @@ from pathlib import Path
 import duckdb
 
 from tlxstore.errors import StoreError
-from tlxstore.store import ALIAS, Store, sql_quoted, store_sql
+from tlxstore.store import Store
+from tlxstore.store.sql import ALIAS, sql_quoted, store_sql
 
 EXTENSIONS = {
     "sqlite_scanner": "duckdb_extension_sqlite_scanner",

@@ -35,7 +35,9 @@ from tlxstore.errors import (
 )
 from tlxstore.events import EVENT_TYPES, Envelope
 from tlxstore.hashing import digest_file
-from tlxstore.store import STORE_SCHEMA_VERSION, Store, store_sql
+from tlxstore.store import Store
+from tlxstore.store.schema import STORE_SCHEMA_VERSION
+from tlxstore.store.sql import store_sql
 from tlxstore.version import tlxdb_version
 
 EXPORT_FORMAT = "tlxdb-export"

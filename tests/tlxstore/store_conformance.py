@@ -22,7 +22,7 @@ from tlxstore.errors import (
 from tlxstore.events import BenchmarkSampled, BuildFinished, Envelope
 from tlxstore.fold import fold
 from tlxstore.runlog import RunLog
-from tlxstore.store import PROJECT_INLINE_BELOW
+from tlxstore.store.projection import PROJECT_INLINE_BELOW
 from tlxstore.testing import candidate_events, small_run
 
 PROJECTIONS = (
@@ -110,7 +110,7 @@ class StoreConformance:
         whole = self.make_store(tmp_path / "whole")
         whole.ingest(both)
         assert whole.project() == len(both)
-        monkeypatch.setattr("tlxstore.store.PROJECT_CHUNK", 97)
+        monkeypatch.setattr("tlxstore.store.projection.PROJECT_CHUNK", 97)
         store.ingest(both)
         assert store.project() == len(both) and store.project() == 0
         assert self.projections(store) == self.projections(whole)

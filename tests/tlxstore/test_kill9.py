@@ -23,7 +23,7 @@ from multiprocessing.sharedctypes import RawValue
 import duckdb
 from store_conformance import PROJECTIONS, envelopes
 
-import tlxstore.store
+import tlxstore.store.projection
 from tlxstore.events import BuildFinished
 from tlxstore.runlog import RunLog, read_envelopes
 from tlxstore.store import Store
@@ -147,7 +147,7 @@ def _bulk_run(run_id: str) -> list:
 
 
 def _projector(store_path, phase) -> None:
-    tlxstore.store.PROJECT_CHUNK = CHUNK  # in the forked writer only
+    tlxstore.store.projection.PROJECT_CHUNK = CHUNK  # in the forked writer only
     store = Store(store_path)
     phase.value = PROJECTING
     store.project()

@@ -22,13 +22,10 @@ from cli.main import main
 from tlxstore.errors import EventConflictError, StoreBusyError, StoreError, StoreTooNewError
 from tlxstore.events import Envelope, new_event_id
 from tlxstore.locking import lock_path
-from tlxstore.store import (
-    COMPACT_EVERY,
-    PROJECT_INLINE_BELOW,
-    STORE_SCHEMA_VERSION,
-    Store,
-    store_sql,
-)
+from tlxstore.store import Store
+from tlxstore.store.projection import COMPACT_EVERY, PROJECT_INLINE_BELOW
+from tlxstore.store.schema import STORE_SCHEMA_VERSION
+from tlxstore.store.sql import store_sql
 from tlxstore.testing import candidate_events, run_started, small_run
 
 

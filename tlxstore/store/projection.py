@@ -1,0 +1,94 @@
+"""Projection passes: the proj_* tables hold the projections of exactly the events below
+projection_state.projected_pos. A pass (tlxstore/sql/project.sql: one INSERT per table over
+every event not yet projected, never row by row) commits with the advance of projected_pos.
+Passes run in pos order, because a pass joins what the passes before it stored (a decision takes
+its candidate's identity from proj_candidates). Every function here runs on a connection with
+the store attached; the callers hold the lock and decide the transactions."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+import duckdb
+
+from tlxstore.errors import StoreError
+from tlxstore.store.sql import store_sql
+
+# A batch this small is projected in its ingest's transaction (the loop's per-candidate ingests,
+# which a lookup follows at once); a larger one is projected by the next read, in bulk, where a
+# pass's fixed cost per table is spread over every batch since the last (docs/STORE.md).
+PROJECT_INLINE_BELOW = 1_000
+PROJECT_CHUNK = 1_000_000  # events per transaction of a projection pass that catches up
+COMPACT_EVERY = 8  # every 8th projection pass merges small row groups (merge_if_due)
+_VACUUM_TASKS = 100  # DuckDB's default max_vacuum_tasks: the merges one compaction may run
+
+
+@cache
+def projection_statements() -> tuple[tuple[str, str], ...]:
+    """project.sql, statement by statement, each with the one event type it projects (the
+    `FROM unprojected WHERE type = '...'` it reads)."""
+    out = []
+    for statement in duckdb.extract_statements(store_sql("project")):
+        types = set(re.findall(r"FROM unprojected WHERE type = '(\w+)'", statement.query))
+        if len(types) != 1:
+            raise StoreError("each projection in project.sql reads one event type")
+        out.append((types.pop(), statement.query))
+    return tuple(out)
+
+
+def project_pending(con: duckdb.DuckDBPyConnection, limit: int | None = None) -> int:
+    """Inside a transaction: project the events from projected_pos on (at most `limit`) and
+    advance projected_pos past them; returns how many."""
+    row = con.execute("SELECT next_pos, projected_pos FROM projection_state").fetchone()
+    if row is None:
+        raise StoreError("the store has no projection_state row; it is damaged")
+    next_pos, lo = row
+    hi = next_pos if limit is None else min(next_pos, lo + limit)
+    if hi <= lo:
+        return 0
+    con.execute(store_sql("project_tail"), {"lo": lo, "hi": hi})
+    types = {r[0] for r in con.execute("SELECT DISTINCT type FROM unprojected").fetchall()}
+    for event_type, statement in projection_statements():
+        if event_type in types:  # no rows of a type, nothing to project
+            con.execute(statement)
+    con.execute("UPDATE projection_state SET projected_pos = ?, catch_ups = catch_ups + 1", [hi])
+    con.execute("DROP TABLE unprojected")
+    return hi - lo
+
+
+def catch_up(con: duckdb.DuckDBPyConnection) -> int:
+    """Under the exclusive lock: project every event behind, PROJECT_CHUNK events per
+    transaction; returns how many."""
+    done = 0
+    while True:
+        con.execute("BEGIN")
+        try:
+            n = project_pending(con, limit=PROJECT_CHUNK)
+            merge_if_due(con, n)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        done += n
+        if n < PROJECT_CHUNK:
+            return done
+
+
+def merge_if_due(con: duckdb.DuckDBPyConnection, projected: int) -> None:
+    """Set whether this transaction's COMMIT merges small row groups (of every table): only
+    with a projection pass, and then if the pass covered a bulk of events (PROJECT_INLINE_BELOW or
+    more: it writes large row groups anyway, and the events it covers were appended in
+    groups left for a pass to merge) or if it is the COMPACT_EVERY-th pass. A small ingest is
+    its own pass, so its row groups are merged once every COMPACT_EVERY ingests."""
+    due = False
+    if projected:
+        row = con.execute("SELECT catch_ups FROM projection_state").fetchone()
+        due = projected >= PROJECT_INLINE_BELOW or (row is not None and row[0] % COMPACT_EVERY == 0)
+    con.execute(f"SET max_vacuum_tasks = {_VACUUM_TASKS if due else 0}")
+
+
+def lag(con: duckdb.DuckDBPyConnection) -> int:
+    """How many stored events the proj_* tables do not hold yet."""
+    row = con.execute("SELECT next_pos - projected_pos FROM projection_state").fetchone()
+    return int(row[0]) if row else 0

@@ -1,0 +1,67 @@
+"""The store file's tables and their version: creating them, checking a file is a store this
+tlxdb can read, and upgrading an older one (tlxstore/sql/schema.sql, upgrade_v2.sql)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+from tlxstore.errors import StoreError, StoreTooNewError
+from tlxstore.store.sql import ALIAS, store_sql
+
+STORE_SCHEMA_VERSION = 2  # 2: events.pos and projection_state (a v1 store is upgraded on open)
+
+
+def create(con: duckdb.DuckDBPyConnection, path: Path, schema_sql: str) -> None:
+    """Under the exclusive lock: create the store's tables in the attached file, unless another
+    process did meanwhile; a DuckDB file holding other tables is refused."""
+    tables = {
+        r[0]
+        for r in con.execute(
+            f"SELECT table_name FROM duckdb_tables() WHERE database_name = '{ALIAS}'"
+        ).fetchall()
+    }
+    if "tlxdb_meta" in tables:
+        return  # another process created it while we waited for the lock
+    if tables:
+        raise StoreError(f"{path} is a DuckDB file but not a tlxdb store")
+    con.execute("BEGIN")
+    con.execute(schema_sql)
+    con.execute(
+        "INSERT INTO tlxdb_meta VALUES ('store_schema_version', ?), ('created_at', ?)",
+        [str(STORE_SCHEMA_VERSION), datetime.now(UTC).isoformat()],
+    )
+    con.execute("COMMIT")
+
+
+def stored_version(con: duckdb.DuckDBPyConnection, path: Path) -> int:
+    """The attached file's schema version; refuses a file that is not a store or is too new."""
+    try:
+        row = con.execute(
+            "SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'"
+        ).fetchone()
+    except duckdb.CatalogException:
+        raise StoreError(f"{path} is a DuckDB file but not a tlxdb store") from None
+    if row is None:
+        raise StoreError(f"{path} has no store schema version; it is not a tlxdb store")
+    version = int(row[0])
+    if version > STORE_SCHEMA_VERSION:
+        raise StoreTooNewError(
+            f"store {path} has schema v{version}, written by a newer tlxdb (this one reads up to "
+            f"v{STORE_SCHEMA_VERSION}); upgrade tlxdb"
+        )
+    return version
+
+
+def upgrade(con: duckdb.DuckDBPyConnection) -> None:
+    """Under the exclusive lock: bring a v1 store to v2 in one transaction. events gains `pos`
+    (NULL for the events it holds, which v1 projected as they came) and projection_state starts
+    with all of them projected. Nothing is done when another process upgraded it meanwhile."""
+    row = con.execute("SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'").fetchone()
+    if row is None or int(row[0]) != 1:
+        return
+    con.execute("BEGIN")
+    con.execute(store_sql("upgrade_v2"))
+    con.execute("COMMIT")

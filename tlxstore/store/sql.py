@@ -1,0 +1,35 @@
+"""The store's own SQL: statements read from tlxstore/sql/<name>.sql, and the small helpers every
+part of the store uses to run them."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+ALIAS = "tlxstore"  # the store file's name inside a connection
+
+
+@cache
+def store_sql(name: str) -> str:
+    """A statement of the store itself, from tlxstore/sql/<name>.sql."""
+    return resources.files("tlxstore").joinpath("sql", f"{name}.sql").read_text()
+
+
+def sql_quoted(path: Path | str) -> str:
+    """A path as the inside of a single-quoted SQL string literal."""
+    return str(path).replace("'", "''")
+
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type's name when it has none)."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def arrow(result: duckdb.DuckDBPyConnection) -> pa.Table:
+    """A result as one Arrow table (whichever name this DuckDB gives the call)."""
+    to_table = getattr(result, "to_arrow_table", None) or result.fetch_arrow_table
+    return to_table()
