@@ -1,7 +1,7 @@
 """Commands that run or re-read optimizations: optimize, validate, show, report, replay.
 
-Each command parses, calls one library function, and renders; domain errors become one-line
-`click.ClickException`s (exit 1). Results go to stdout, the live log to stderr.
+Each command parses, calls one library function, and renders; the group (cli/group.py) turns
+domain errors into one-line errors (exit 1). Results go to stdout, the live log to stderr.
 """
 
 from __future__ import annotations
@@ -14,26 +14,14 @@ from typing import IO, Any
 
 import click
 
-from cli.main import main
 from cli.options import open_store, store_option
-from optimizer.bundle.loading import BundlePaths, budget_overrides, locate
+from optimizer.bundle.loading import FLAG_DEFAULTS, BundlePaths, budget_overrides, locate
 from optimizer.providers import ProviderOptions
 from optimizer.reporting import live, write
 from optimizer.reporting.result import EXIT_INTERRUPTED, RunResult
 from optimizer.run import lifecycle, redecide
-from tlxstore.errors import TlxdbError
 from tlxstore.events import CandidateProposed, Envelope
 from tlxstore.fold import RunState
-
-BUDGET_FLAGS = (
-    "max_rounds",
-    "candidates_per_round",
-    "max_candidate_seconds",
-    "max_total_seconds",
-    "min_speedup",
-    "max_cv",
-    "benchmark_repetitions",
-)
 
 
 def _bundle_options(f: Any) -> Any:
@@ -129,6 +117,7 @@ class LiveLog:
         if self.tty and self._progress:
             self.stream.write("\r\033[K")
             self.stream.flush()
+            self._progress = ""
 
 
 def _render(result: RunResult, fmt: str) -> None:
@@ -138,7 +127,7 @@ def _render(result: RunResult, fmt: str) -> None:
         click.echo(json.dumps(result.summary(), default=str))
 
 
-@main.command()
+@click.command()
 @_bundle_options
 @click.option(
     "--output-dir",
@@ -186,31 +175,11 @@ def _render(result: RunResult, fmt: str) -> None:
 )
 @click.option("--label", help="A free-text label recorded with the run.")
 def optimize(
-    kernel: Path | None,
-    bundle_dir: Path | None,
-    harness: Path | None,
-    cases: Path | None,
-    target: Path | None,
-    budget: Path | None,
-    reference: Path | None,
-    arch: str | None,
-    output_dir: Path | None,
-    store: Path,
-    prior_runs: tuple[str, ...],
     resume_ref: str | None,
-    provider: str | None,
-    model: str | None,
-    api_base: str | None,
-    provider_command: str | None,
-    replay_run: str | None,
-    commit_winner: bool,
-    commit_message: str | None,
-    vcs: str,
+    store: Path,
     result_format: str,
-    profile: bool,
     diagnostic_proton_intra_kernel: bool,
-    label: str | None,
-    **budget_flags: Any,
+    **settings: Any,
 ) -> None:
     """Optimize a kernel against a frozen target bundle (build, verify, benchmark, profile, decide).
 
@@ -225,71 +194,62 @@ def optimize(
       tlxdb optimize --kernel k.py --bundle b/ --provider command --provider-command "codex exec"
       tlxdb optimize --resume r20261130-101500-1a2b3c
     """
-    live = LiveLog(sys.stderr, sys.stderr.isatty())
     if diagnostic_proton_intra_kernel:
         click.echo(
             "note: --diagnostic-proton-intra-kernel is accepted for TLX compatibility; tlxdb "
             "collects kernel-level Proton (and ncu) profiles, not intra-kernel timelines",
             err=True,
         )
+    live = LiveLog(sys.stderr, sys.stderr.isatty())
     try:
         if resume_ref is not None:
-            given = {
-                "--kernel": kernel,
-                "--bundle": bundle_dir,
-                "--harness": harness,
-                "--cases": cases,
-                "--target": target,
-                "--output-dir": output_dir,
-                "--provider": provider,
-                "--model": model,
-                "--api-base": api_base,
-            }
-            clash = [flag for flag, value in given.items() if value is not None] + (
-                ["--prior-run"] if prior_runs else []
-            )
-            clash += [f"--{k.replace('_', '-')}" for k, v in budget_flags.items() if v is not None]
-            if clash:
-                raise click.ClickException(
-                    f"--resume continues with the run's own settings; drop {', '.join(clash)}"
-                )
-            result = lifecycle.resume(resume_ref, store, observer=live)
+            given = {_RESUME_NAMES.get(k, k): v for k, v in settings.items()}
+            result = lifecycle.resume(resume_ref, store, observer=live, given=given)
         else:
-            if kernel is None:
-                raise click.ClickException("missing --kernel (the kernel file to optimize)")
-            paths = _located(bundle_dir, harness, cases, target, budget, reference, budget_flags)
-            request = lifecycle.RunRequest(
-                kernel=kernel.resolve(),
-                bundle=paths,
-                store=store,
-                output_dir=output_dir,
-                flags=budget_flags,
-                provider=provider,
-                provider_options=ProviderOptions(
-                    model=model,
-                    api_base=api_base,
-                    command=provider_command,
-                    replay_run=replay_run,
-                ),
-                prior_runs=list(prior_runs),
-                commit=lifecycle.CommitOptions.model_validate(
-                    {"enabled": commit_winner, "message": commit_message, "vcs": vcs}
-                ),
-                arch=arch,
-                argv=sys.argv,
-                label=label,
-            )
-            result = lifecycle.optimize(request, observer=live)
-    except TlxdbError as e:
-        live.close()
-        raise click.ClickException(e.message) from None
+            result = lifecycle.optimize(_run_request(store, settings), observer=live)
     except KeyboardInterrupt:
         live.close()
         click.echo("interrupted before the run started; nothing was written", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    live.close()
+    finally:
+        live.close()
     _render(result, result_format)
     sys.exit(result.exit_code)
+
+
+# this command's parameter names where the run layer names the setting otherwise
+_RESUME_NAMES = {"bundle_dir": "bundle", "prior_runs": "prior_run"}
+
+
+def _run_request(store: Path, s: dict[str, Any]) -> lifecycle.RunRequest:
+    """What `tlxdb optimize` asks of a new run, from its parameters `s`."""
+    if s["kernel"] is None:
+        raise click.ClickException("missing --kernel (the kernel file to optimize)")
+    flags = {name: s[name] for name in FLAG_DEFAULTS}
+    paths = _located(
+        s["bundle_dir"], s["harness"], s["cases"], s["target"], s["budget"], s["reference"], flags
+    )
+    return lifecycle.RunRequest(
+        kernel=s["kernel"].resolve(),
+        bundle=paths,
+        store=store,
+        output_dir=s["output_dir"],
+        flags=flags,
+        provider=s["provider"],
+        provider_options=ProviderOptions(
+            model=s["model"],
+            api_base=s["api_base"],
+            command=s["provider_command"],
+            replay_run=s["replay_run"],
+        ),
+        prior_runs=list(s["prior_runs"]),
+        commit=lifecycle.CommitOptions.model_validate(
+            {"enabled": s["commit_winner"], "message": s["commit_message"], "vcs": s["vcs"]}
+        ),
+        arch=s["arch"],
+        argv=sys.argv,
+        label=s["label"],
+    )
 
 
 def _located(
@@ -310,7 +270,7 @@ def _located(
     return paths
 
 
-@main.command()
+@click.command()
 @_bundle_options
 @_budget_options
 def validate(
@@ -329,11 +289,8 @@ def validate(
         raise click.ClickException(
             "missing --kernel (the kernel file the bundle is validated with)"
         )
-    try:
-        paths = _located(bundle_dir, harness, cases, target, budget, reference, budget_flags)
-        rep = lifecycle.validate_only(kernel.resolve(), paths, budget_flags, arch)
-    except TlxdbError as e:
-        raise click.ClickException(e.message) from None
+    paths = _located(bundle_dir, harness, cases, target, budget, reference, budget_flags)
+    rep = lifecycle.validate_only(kernel.resolve(), paths, budget_flags, arch)
     click.echo(f"device: {rep.device.kind} ({rep.device.backend}, {rep.device.architecture})")
     width = max(len(c.name) for c in rep.checks)
     for c in rep.checks:
@@ -350,20 +307,17 @@ def _run_envelopes(store: Path, ref: str) -> list[Envelope]:
     return s.run_envelopes(s.resolve_run(ref))
 
 
-@main.command()
+@click.command()
 @click.argument("run")
 @store_option
 def show(run: str, store: Path) -> None:
     """One run's timeline: every candidate, its evidence and its decision."""
-    try:
-        envs = _run_envelopes(store, run)
-    except TlxdbError as e:
-        raise click.ClickException(e.message) from None
+    envs = _run_envelopes(store, run)
     for line in live.timeline(envs):
         click.echo(line)
 
 
-@main.command("report")
+@click.command("report")
 @click.argument("run")
 @store_option
 @click.option(
@@ -374,15 +328,12 @@ def show(run: str, store: Path) -> None:
 )
 def report_cmd(run: str, store: Path, to_dir: Path | None) -> None:
     """Write a run's Markdown and HTML report (with plots) and print their paths."""
-    try:
-        paths = write.write_reports(_run_envelopes(store, run), store, to_dir)
-    except TlxdbError as e:
-        raise click.ClickException(e.message) from None
+    paths = write.write_reports(_run_envelopes(store, run), store, to_dir)
     for p in paths:
         click.echo(str(p))
 
 
-@main.command()
+@click.command()
 @click.argument("run")
 @store_option
 @click.option("--min-speedup", type=float, help="Re-decide under this minimum speedup.")
@@ -392,12 +343,7 @@ def replay(
     run: str, store: Path, min_speedup: float | None, max_cv: float | None, fmt: str
 ) -> None:
     """Rebuild a run from its events and re-decide it, optionally under other thresholds."""
-    try:
-        outcome = redecide.redecide(
-            _run_envelopes(store, run), min_speedup=min_speedup, max_cv=max_cv
-        )
-    except TlxdbError as e:
-        raise click.ClickException(e.message) from None
+    outcome = redecide.redecide(_run_envelopes(store, run), min_speedup=min_speedup, max_cv=max_cv)
     if fmt == "json":
         click.echo(outcome.model_dump_json())
         return
@@ -412,3 +358,6 @@ def replay(
     click.echo(
         f"winner: recorded {outcome.recorded_best or 'none'}, replayed {outcome.replayed_best or 'none'}"
     )
+
+
+COMMANDS = (optimize, validate, show, report_cmd, replay)

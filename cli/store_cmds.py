@@ -1,7 +1,7 @@
 """Commands over the evidence store: runs, query, export, import.
 
-Each parses, calls one library function, and renders; domain errors become one-line
-`click.ClickException`s (exit 1). Results go to stdout.
+Each parses, calls one library function, and renders; the group (cli/group.py) turns domain
+errors into one-line errors (exit 1). Results go to stdout.
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ import pyarrow as pa
 
 import importers
 import queries
-from cli.main import main
 from cli.options import open_store, store_option
 from optimizer.decision.identity import normalized_source
-from tlxstore.errors import TlxdbError
 from tlxstore.export import export_runs
 
 RUNS_SQL = "runs_listing"
@@ -77,19 +75,16 @@ def render(table: pa.Table, fmt: str) -> str:
     return "\n".join(lines)
 
 
-@main.command("runs")
+@click.command("runs")
 @store_option
 @_format_option
 def runs_cmd(store: Path, fmt: str) -> None:
     """The runs in the store, newest first."""
-    try:
-        table = queries.query(open_store(store, create=False), queries.statement(RUNS_SQL))
-    except TlxdbError as e:
-        raise click.ClickException(e.message) from None
+    table = queries.query(open_store(store, create=False), queries.statement(RUNS_SQL))
     click.echo(render(table, fmt))
 
 
-@main.command("query")
+@click.command("query")
 @click.argument("sql")
 @store_option
 @_format_option
@@ -101,14 +96,11 @@ def query_cmd(sql: str, store: Path, fmt: str) -> None:
     seen_sources, model_exchanges, commits (and the table `events`).
     Example: tlxdb query "SELECT candidate_id, median_us FROM case_results LIMIT 5"
     """
-    try:
-        table = queries.query(open_store(store, create=False), sql)
-    except TlxdbError as e:
-        raise click.ClickException(e.message) from None
+    table = queries.query(open_store(store, create=False), sql)
     click.echo(render(table, fmt))
 
 
-@main.command("export")
+@click.command("export")
 @click.argument("runs", nargs=-1, required=True)
 @click.option(
     "--to",
@@ -120,23 +112,20 @@ def query_cmd(sql: str, store: Path, fmt: str) -> None:
 @store_option
 def export_cmd(runs: tuple[str, ...], to_dir: Path, store: Path) -> None:
     """Export runs (ids, unique prefixes or output folders) as Parquet plus a manifest."""
-    try:
-        manifest = export_runs(open_store(store, create=False), runs, to_dir)
-    except TlxdbError as e:
-        raise click.ClickException(e.message) from None
+    manifest = export_runs(open_store(store, create=False), runs, to_dir)
     rows = manifest.files["events.parquet"].rows
     click.echo(json.dumps({"to": str(to_dir), "runs": manifest.runs, "events": rows}))
 
 
-@main.command("import")
+@click.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @store_option
 def import_cmd(paths: tuple[Path, ...], store: Path) -> None:
     """Import tlxdb exports, tlxdb output folders and TLX agent output folders (idempotent)."""
-    try:
-        report = importers.import_paths(
-            open_store(store, create=True), paths, normalize=normalized_source
-        )
-    except TlxdbError as e:
-        raise click.ClickException(e.message) from None
+    report = importers.import_paths(
+        open_store(store, create=True), paths, normalize=normalized_source
+    )
     click.echo(report.model_dump_json())
+
+
+COMMANDS = (runs_cmd, query_cmd, export_cmd, import_cmd)

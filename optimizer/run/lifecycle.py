@@ -18,7 +18,7 @@ import platform
 import shutil
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -30,6 +30,7 @@ from importers import import_paths
 from importers.tlx_agent import is_tlx_folder
 from optimizer.bundle import validation
 from optimizer.bundle.loading import (
+    FLAG_DEFAULTS,
     BundleChangedError,
     BundleError,
     BundlePaths,
@@ -109,6 +110,36 @@ class RunRequest(BaseModel):
 
 class NotResumableError(ConfigError):
     """The run cannot be resumed."""
+
+
+# What a resumed run takes from its own start record, never from the resuming command.
+RESUME_FIXED_SETTINGS = (
+    "kernel",
+    "bundle",
+    "harness",
+    "cases",
+    "target",
+    "output_dir",
+    "provider",
+    "model",
+    "api_base",
+    "prior_run",
+    *FLAG_DEFAULTS,
+)
+
+
+def refuse_resume_overrides(given: Mapping[str, object]) -> None:
+    """A resumed run continues with its own settings: refuses (ConfigError, naming them as flags)
+    each of RESUME_FIXED_SETTINGS given a value (not None, not empty) in `given`."""
+    clash = [
+        f"--{name.replace('_', '-')}"
+        for name in RESUME_FIXED_SETTINGS
+        if given.get(name) not in (None, (), [])
+    ]
+    if clash:
+        raise ConfigError(
+            f"--resume continues with the run's own settings; drop {', '.join(clash)}"
+        )
 
 
 def _version(dist: str) -> str | None:
@@ -397,8 +428,11 @@ def resume(
     provider: Provider | None = None,
     providers: ProviderRegistry = registry,
     observer: Observer | None = None,
+    given: Mapping[str, object] | None = None,
 ) -> RunResult:
-    """Continue an interrupted run from its log: nothing decided is redone, nothing is lost."""
+    """Continue an interrupted run from its log: nothing decided is redone, nothing is lost.
+    `given`: settings the caller was handed besides the run (refuse_resume_overrides)."""
+    refuse_resume_overrides(given or {})
     store = Store(store_path)
     run_id, out = _locate_run(store, run_ref)
     log = RunLog.open(out / "events.jsonl")
