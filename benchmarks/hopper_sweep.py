@@ -7,7 +7,7 @@ optimizer.providers.knobs, then the bundle's own harness builds, verifies and be
 in this process. The untuned start is measured too, and the references (a device copy; torch's
 softmax / rms_norm / matmul). One JSON file per example goes to DIR, with every sample.
 Throughput is reported as a fraction of the measured copy bandwidth (memory-bound kernels) or of
-torch.matmul (the matmul), and of FACTS.md's H200 copy figure, 4.24 TB/s.
+torch.matmul (the matmul), and of docs/MEASUREMENTS.md's H200 copy figure, 4.24 TB/s.
 
 `--target host` runs the same on the CPU interpreter with tiny grids: that is how the script is
 tested without a GPU. Needs torch, triton and tlxdb's optimizer.providers.knobs (pydantic).
@@ -35,9 +35,9 @@ sys.path.insert(0, str(REPO))
 
 from optimizer.providers.knobs import apply_knobs, knob_values  # noqa: E402
 
-FACTS_COPY_BYTES_PER_S = 4.24e12  # ../shared/FACTS.md: H200 device-to-device copy, read + write
+FACTS_COPY_BYTES_PER_S = 4.24e12  # docs/MEASUREMENTS.md: H200 device-to-device copy, read + write
 
-# The grids: FACTS.md's hand sweeps (BLOCK x num_warps; the 108-point matmul grid).
+# The grids: docs/MEASUREMENTS.md's hand sweeps (BLOCK x num_warps; the 108-point matmul grid).
 GRIDS: dict[str, dict[str, dict[str, list[int]]]] = {
     "hopper": {
         "softmax": {"BLOCK": [256, 512, 1024, 2048, 4096, 8192], "num_warps": [1, 2, 4, 8, 16, 32]},

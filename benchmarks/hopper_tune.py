@@ -6,7 +6,7 @@ For every example: one `tlxdb optimize` run (a child process, the tune provider,
 DIR/<example>/ with a store at DIR/store.duckdb; its stdout (the result JSON) and stderr (the live
 log) are kept. Then a summary, DIR/tune_summary_<target>.json plus a Markdown table on stdout:
 start and final median per case, throughput as a fraction of the measured copy bandwidth (the
-memory-bound kernels; FACTS.md: 4.24 TB/s on an H200, and the copy measured here) or of
+memory-bound kernels; docs/MEASUREMENTS.md: 4.24 TB/s on an H200, and the copy measured here) or of
 torch.matmul on the same shapes, and the number of candidates the run took to reach its winner.
 On a GPU, after each run the reference (torch.matmul; a device copy), the untuned start and the
 winner are also timed in alternation in one process (--rounds), because a reference timed minutes
@@ -41,7 +41,7 @@ from hopper_sweep import (  # noqa: E402
     references,
 )
 
-TARGETS = {  # FACTS.md / issue 4: the fractions a tune run should reach, and within how many
+TARGETS = {  # docs/MEASUREMENTS.md / issue 4: the fractions a tune run should reach, and within how many
     "softmax": {"metric": "fraction_of_facts_copy", "goal": 0.90, "candidates": 12},
     "rmsnorm": {"metric": "fraction_of_facts_copy", "goal": 0.90, "candidates": 12},
     "matmul": {"metric": "fraction_of_torch", "goal": 0.90, "candidates": 36},

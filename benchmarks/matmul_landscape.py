@@ -2,7 +2,7 @@
 
     python benchmarks/matmul_landscape.py --out DIR [--target hopper|host] [--jobs 16]
 
-hopper_sweep.py measures FACTS.md's 108-point grid; a search, though, walks well outside it
+hopper_sweep.py measures docs/MEASUREMENTS.md's 108-point grid; a search, though, walks well outside it
 (BLOCK_K 16 or 128, 2 or 16 warps, 1 or 5 stages, GROUP_M). This script measures the whole box
 tune's constraints allow, so a search can be replayed offline against real H200 times
 (tests/optimizer/test_tune_landscape.py does). Four phases, each written to DIR/landscape_matmul_

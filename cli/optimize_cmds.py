@@ -284,7 +284,7 @@ def validate(
     arch: str | None,
     **budget_flags: Any,
 ) -> None:
-    """Validate a bundle and kernel alone (CONTRACT §1): a pass/fail table; exit 1 on failure."""
+    """Validate a bundle and kernel alone (docs/CONTRACT.md §1): a pass/fail table; exit 1 on failure."""
     if kernel is None:
         raise click.ClickException(
             "missing --kernel (the kernel file the bundle is validated with)"

@@ -1,7 +1,7 @@
 """The store on DuckLake: the same tables in a DuckLake (a catalog database plus Parquet data
 files), reached through DuckDB's ducklake extension. Here the catalog is a SQLite file, for one
-host or a shared file system; a team would point the catalog at PostgreSQL (docs/DESIGN.md, "Scale
-beyond one machine").
+host or a shared file system; a team would point the catalog at PostgreSQL (docs/DESIGN.md, "Beyond
+one machine").
 
 `DuckLakeStore(path)` takes the catalog file; the data files go to `<path>.files/`. Everything
 else (ingest, queries, lock, version check) is Store's. The extensions load from the PyPI

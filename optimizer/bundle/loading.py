@@ -321,7 +321,7 @@ FLAG_DEFAULTS: dict[str, float | int] = {
 
 def budget_overrides(flags: dict[str, float | int | None], paths: BundlePaths) -> list[str]:
     """One line for each flag given on the command line that the bundle's budget.json overrides
-    with another value (CONTRACT: budget.json wins), so a user is not left wondering why
+    with another value (docs/CONTRACT.md: budget.json wins), so a user is not left wondering why
     --max-rounds 3 ran twelve rounds. Reads budget.json; its errors are the bundle's."""
     if paths.budget is None:
         return []
@@ -337,7 +337,7 @@ def budget_overrides(flags: dict[str, float | int | None], paths: BundlePaths) -
 def resolve_thresholds(
     flags: dict[str, float | int | None], budget: BudgetFile | None
 ) -> Thresholds:
-    """Flags (None = default), then budget.json on top (CONTRACT: budget.json overrides the flag)."""
+    """Flags (None = default), then budget.json on top (docs/CONTRACT.md: budget.json overrides the flag)."""
     values: dict[str, Any] = {
         k: (flags.get(k) if flags.get(k) is not None else d) for k, d in FLAG_DEFAULTS.items()
     }

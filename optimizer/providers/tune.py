@@ -66,7 +66,7 @@ _MAX_TENSOR_NUMEL = 1 << 20  # Triton's limit on the elements of one block tenso
 _MAX_BLOCK = 1 << 14  # a 1-D block beyond 16K elements per program does not pay
 _MIN_BLOCK = 16
 # Values of one block tensor per thread. A tl.dot accumulator beyond 128 fp32 values spills; a
-# 1-D row block beyond 64 loses bandwidth (FACTS.md, H200 softmax: 64/thread 4.0 TB/s, 128/thread
+# 1-D row block beyond 64 loses bandwidth (docs/MEASUREMENTS.md, H200 softmax: 64/thread 4.0 TB/s, 128/thread
 # 3.3, 256/thread 2.5), so those configurations are not worth an evaluation.
 _MAX_ACC_VALUES_PER_THREAD = 128
 _MAX_ROW_VALUES_PER_THREAD = 64

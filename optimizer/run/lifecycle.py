@@ -492,7 +492,7 @@ class ValidationReport(BaseModel):
 def validate_only(
     kernel: Path, bundle_paths: BundlePaths, flags: dict, arch: str | None = None
 ) -> ValidationReport:
-    """CONTRACT §1 validation alone: nothing is written anywhere."""
+    """docs/CONTRACT.md §1 validation alone: nothing is written anywhere."""
     with Workspace() as ws:
         prep = prepare(kernel, bundle_paths, flags, arch, ws)
         log = RunLog.create(ws.scratch_dir / "events.jsonl", new_run_id())
