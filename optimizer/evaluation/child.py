@@ -4,10 +4,16 @@ It executes one command at a time for the parent (`optimizer.evaluation.evaluato
 as JSON lines on REQUEST_FD, each answered by exactly one JSON line on REPLY_FD. The harness and
 the candidate may print to stdout/stderr freely; replies never travel there.
 
-Commands (`op`): load, build, verify, benchmark, profile, exit. Every reply carries `ok` and, after
+Commands (`op`): load, build, verify, benchmark, profile, attribute, ncu_range, exit. Every reply carries `ok` and, after
 load, `patched`: the watched functions the candidate replaced since the snapshot (see
 optimizer.evaluation.guards.snapshot). The child never decides anything: it calls the harness, normalizes what
 came back into JSON, and reports exceptions as text (the tail of the traceback).
+
+`attribute` runs one extra `benchmark(artifact, case, 1)` (or one `verify`) under Proton and
+returns which kernels ran, how often and for how long; where Proton cannot run (the Triton
+interpreter, no GPU) it says why and returns no numbers. `ncu_range` is for a child started under
+`ncu --profile-from-start off`: it opens ncu's profiling range around exactly one launch of the
+main kernel, after `skip` launches of it (warm-up), within one `benchmark(artifact, case, 1)`.
 """
 
 from __future__ import annotations
@@ -84,6 +90,80 @@ def _declared_int(value: Any) -> int | None:
     except (TypeError, ValueError):
         return None
     return int(f) if math.isfinite(f) and f > 0 else None
+
+
+def proton_unavailable() -> str | None:
+    """Why Proton cannot profile in this process (None: it can try)."""
+    if os.environ.get("TRITON_INTERPRET", "").lower() in ("1", "true", "on", "yes"):
+        return (
+            "Proton is unavailable on this target: the Triton interpreter runs kernels on the CPU"
+        )
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return "Proton is unavailable on this target: no GPU is visible to the harness child"
+    return None
+
+
+class _LaunchWindow:
+    """ncu's profiling range (cudaProfilerStart/Stop) around one launch of one Triton kernel.
+
+    Triton calls the launch hooks around every launch it makes; the window opens before launch
+    number `skip` (0-based) of `kernel` and closes right after it, so a child started under
+    `ncu --profile-from-start off` profiles exactly that launch.
+    """
+
+    def __init__(self, kernel: str, skip: int) -> None:
+        try:
+            import torch
+            from triton import knobs
+        except ImportError as e:
+            raise _Failure(f"ncu range needs torch and triton: {e}") from None
+        self.torch = torch
+        self.runtime = knobs.runtime
+        self.kernel, self.skip = kernel, skip
+        self.seen = 0
+        self.open = False
+        self.profiled = False
+        self._saved: tuple[Any, Any] | None = None
+
+    @staticmethod
+    def _name(metadata: Any) -> str | None:
+        data = metadata if isinstance(metadata, dict) else getattr(metadata, "get", lambda: None)()
+        return data.get("name") if isinstance(data, dict) else None
+
+    def enter(self, metadata: Any) -> None:
+        if self.profiled or self._name(metadata) != self.kernel:
+            return
+        if self.seen == self.skip:
+            self.torch.cuda.synchronize()
+            self.torch.cuda.profiler.start()
+            self.open = True
+        self.seen += 1
+
+    def exit(self, metadata: Any) -> None:
+        if self.open:
+            self.torch.cuda.profiler.stop()
+            self.open, self.profiled = False, True
+
+    def __enter__(self) -> _LaunchWindow:
+        enter_chain, exit_chain = self.runtime.launch_enter_hook, self.runtime.launch_exit_hook
+        if hasattr(enter_chain, "add"):  # triton >= 3.5: chains of hooks
+            enter_chain.add(self.enter)
+            exit_chain.add(self.exit)
+        else:
+            self._saved = (enter_chain, exit_chain)
+            self.runtime.launch_enter_hook = self.enter
+            self.runtime.launch_exit_hook = self.exit
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.open:
+            self.exit(None)
+        if self._saved is not None:
+            self.runtime.launch_enter_hook, self.runtime.launch_exit_hook = self._saved
+        else:
+            self.runtime.launch_enter_hook.remove(self.enter)
+            self.runtime.launch_exit_hook.remove(self.exit)
 
 
 class Child:
@@ -276,6 +356,60 @@ class Child:
             }
         return {"ok": True, "result": _jsonable(result)}
 
+    def _call_harness(self, msg: dict[str, Any]) -> Callable[[], object]:
+        artifact, case = self.artifacts[msg["key"]], msg["case"]
+        if msg.get("mode") == "verify":
+            return lambda: self.harness.verify(artifact, case)
+        return lambda: self.harness.benchmark(artifact, case, 1)
+
+    def attribute(self, msg: dict[str, Any]) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        reason = proton_unavailable()
+        if reason is not None:
+            return {"ok": True, "available": False, "reason": reason}
+        from profilers import proton
+
+        run = self._call_harness(msg)
+        try:
+            result = proton.collect(run, msg["artifacts_dir"])
+        except BaseException:
+            return {"ok": False, "error": "the harness raised under Proton", "traceback": _tb()}
+        section = result["proton"]
+        if section.get("kernel_time_us") is None and not section.get("kernels"):
+            diagnostics = "; ".join(str(d) for d in section.get("diagnostics", []))
+            return {"ok": True, "available": False, "reason": diagnostics or "no kernel seen"}
+        return {
+            "ok": True,
+            "available": True,
+            "result": _jsonable(section),
+            "wall_ms": (time.perf_counter() - t0) * 1e3,
+        }
+
+    def ncu_range(self, msg: dict[str, Any]) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        try:
+            window = _LaunchWindow(str(msg["kernel"]), int(msg.get("skip", 1)))
+        except _Failure as e:
+            return {"ok": True, "profiled": False, "reason": str(e)}
+        run = self._call_harness(msg)
+        try:
+            with window:
+                run()
+                torch = sys.modules.get("torch")
+                if torch is not None and torch.cuda.is_available():
+                    torch.cuda.synchronize()
+        except BaseException:
+            return {"ok": False, "error": "the harness raised under ncu", "traceback": _tb()}
+        return {
+            "ok": True,
+            "profiled": window.profiled,
+            "launches_seen": window.seen,
+            "reason": ""
+            if window.profiled
+            else f"{msg['kernel']} launched {window.seen} time(s), fewer than skip + 1",
+            "wall_ms": (time.perf_counter() - t0) * 1e3,
+        }
+
     # ---- loop ----------------------------------------------------------------------------
     def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         op = msg.get("op")
@@ -285,6 +419,8 @@ class Child:
             "verify": self.verify,
             "benchmark": self.benchmark,
             "profile": self.profile,
+            "attribute": self.attribute,
+            "ncu_range": self.ncu_range,
         }.get(str(op))
         if handler is None:
             return {"ok": False, "error": f"unknown op {op!r}"}
@@ -298,9 +434,14 @@ class Child:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    request_fd, reply_fd = int(args[0]), int(args[1])
-    requests = os.fdopen(request_fd, "r", encoding="utf-8")
-    replies = os.fdopen(reply_fd, "w", encoding="utf-8", buffering=1)
+    # Two inherited descriptors, or two FIFO paths (a child started under ncu, which may not
+    # hand descriptors through to the program it launches).
+    if args[0].isdigit():
+        requests = os.fdopen(int(args[0]), "r", encoding="utf-8")
+        replies = os.fdopen(int(args[1]), "w", encoding="utf-8", buffering=1)
+    else:
+        requests = open(args[0], encoding="utf-8")  # noqa: SIM115
+        replies = open(args[1], "w", encoding="utf-8", buffering=1)  # noqa: SIM115
     child = Child()
     for line in requests:
         msg = json.loads(line)

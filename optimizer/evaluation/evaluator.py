@@ -35,6 +35,7 @@ from typing import Any
 
 from optimizer.bundle.spec import CaseSpec
 from optimizer.decision import stats
+from optimizer.evaluation import attribution
 from optimizer.evaluation.guards import files as file_guard
 from optimizer.evaluation.guards import static as static_guard
 from optimizer.evaluation.guards import tripwire
@@ -376,6 +377,9 @@ class Evaluator:
                 )
                 p.stage = "benchmark"
                 run.benchmark_cases("A", cases, req.repetitions, block=1)
+            if req.profile:
+                p.stage = "profile"
+                run.attribute_cases("A", cases, req.source, req.artifacts_dir)
             if req.profile and loaded.get("profile_args"):
                 p.stage = "profile"
                 run.profile_cases("A", cases, loaded["profile_args"], req.artifacts_dir)
@@ -634,6 +638,40 @@ class _Run:
             )
             medians[case.case_id] = stats.median(samples)
         return medians
+
+    def attribute_cases(
+        self, key: str, cases: list[CaseSpec], source: str, artifacts_dir: Path | None
+    ) -> None:
+        """Launch attribution under Proton, one extra harness call per case (see attribution)."""
+        own = attribution.kernel_functions(source)
+        for case in cases:
+            case_dir = (
+                Path(artifacts_dir) / self.cid / case.case_id
+                if artifacts_dir is not None
+                else self.session.workdir / "proton" / case.case_id
+            )
+            case_dir.mkdir(parents=True, exist_ok=True)
+            reply = self._call(
+                {
+                    "op": "attribute",
+                    "key": key,
+                    "case": _case_dict(case),
+                    "mode": "benchmark",
+                    "artifacts_dir": str(case_dir.resolve()),
+                }
+            )
+            if not reply.get("ok"):
+                detail = str(reply.get("error")) + (
+                    f": {_last_line(reply['traceback'])}" if reply.get("traceback") else ""
+                )
+                self.emit(attribution.unavailable_event(self.cid, case.case_id, tail(detail)))
+            elif not reply.get("available"):
+                reason = str(reply.get("reason"))
+                self.emit(attribution.unavailable_event(self.cid, case.case_id, reason))
+                if "unavailable on this target" in reason:
+                    return  # the same for every case: one event says it
+            else:
+                self.emit(attribution.attribution_event(self.cid, case.case_id, reply, own))
 
     def profile_cases(
         self, key: str, cases: list[CaseSpec], profile_args: int, artifacts_dir: Path | None

@@ -39,11 +39,16 @@ def ci_text(speedup: float | None, lo: float | None, hi: float | None) -> str:
     return f"{speedup:.3f}x{ci}"
 
 
+UNAVAILABLE = "unavailable on this target"
+
+
 def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
 def _profile_line(e: ProfileCollected, state: RunState) -> str:
+    if UNAVAILABLE in e.diagnostics:
+        return f"{e.candidate_id} WARNING: {one_line(e.diagnostics)} (profile {e.case_id}: null)"
     base = state.candidates.get(BASELINE_ID)
     base_metrics = {
         m.name: m.value

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from optimizer.bundle.spec import CaseSpec
+from optimizer.evaluation.attribution import MAIN_TIME
 from optimizer.evaluation.evaluator import Evaluator, HarnessInvalidError
 from optimizer.evaluation.requests import EvalRequest, HarnessBundle
 from tlxstore.events import (
@@ -177,7 +178,13 @@ def test_a_correct_triton_kernel_is_built_verified_three_times_per_case_and_benc
     assert max(i for i, o in enumerate(order) if o == ("CaseVerified", "large")) > order.index(
         ("BenchmarkSampled", "large")
     )
-    profiles = of(events, ProfileCollected)
+    # tlxdb's own attribution comes first; on the CPU it says Proton cannot run here, once, null.
+    attributions = [p for p in of(events, ProfileCollected) if p.metrics[0].name == MAIN_TIME]
+    assert len(attributions) == 1 and attributions[0].case_id == "small"
+    assert "Proton is unavailable on this target" in attributions[0].diagnostics
+    assert [(m.value, m.source) for m in attributions[0].metrics] == [(None, "proton")]
+    # The harness's own profile() is still called and kept, with its sources.
+    profiles = [p for p in of(events, ProfileCollected) if p not in attributions]
     assert len(profiles) == 2 and profiles[0].kernel_names == ["add_kernel"]
     metrics = {m.name: m for m in profiles[0].metrics}
     assert metrics["harness.unknown_metric"].value is None  # unknown stays null, never 0
@@ -348,7 +355,7 @@ def test_the_legacy_two_argument_profile_is_called(tmp_path):
     )
     ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
     _, events = run(ev, request(verify_repeats=1))
-    (prof,) = of(events, ProfileCollected)
+    (_, prof) = of(events, ProfileCollected)  # tlxdb's attribution, then the harness's profile
     assert any(m.name == "harness.launches" for m in prof.metrics)
 
 
@@ -363,7 +370,7 @@ def test_the_profile_request_carries_the_artifacts_dir(tmp_path):
     )
     ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
     _, events = run(ev, request(verify_repeats=1, artifacts_dir=tmp_path / "art"))
-    (prof,) = of(events, ProfileCollected)
+    (_, prof) = of(events, ProfileCollected)
     assert prof.artifacts and Path(prof.artifacts[0]).is_file()
     assert Path(prof.artifacts[0]).is_relative_to(tmp_path / "art")
 
