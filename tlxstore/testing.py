@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -174,17 +175,29 @@ def small_run(n_candidates: int = 3, output_dir: str = "/tmp/out", tag: str = ""
     return events
 
 
-def ingest_run(store: Store, run_id: str, events: list[Event]) -> None:
-    """Store a run's events as one batch (ids `<run>-<seq>`); runs recorded one after another
-    start an hour apart, so their order by time is their order of ingest."""
-    start = datetime(2026, 11, 30, len(store.run_ids()), tzinfo=UTC)
-    store.ingest(
+def envelopes(
+    run_id: str,
+    events: Sequence[Event],
+    start: int = 0,
+    at: datetime = datetime(2026, 11, 30, 12, tzinfo=UTC),
+) -> list[Envelope]:
+    """`events` as run `run_id`'s envelopes from seq `start` (ids `<run>-<seq>`), one second apart
+    from `at`."""
+    return [
         Envelope(
-            event_id=f"{run_id}-{i}",
+            event_id=f"{run_id}-{start + i}",
             run_id=run_id,
-            seq=i,
-            recorded_at=start + timedelta(seconds=i),
+            seq=start + i,
+            recorded_at=at + timedelta(seconds=start + i),
             event=e,  # type: ignore[arg-type]  # any event; the union is the same set
         )
         for i, e in enumerate(events)
+    ]
+
+
+def ingest_run(store: Store, run_id: str, events: list[Event]) -> None:
+    """Store a run's events as one batch (ids `<run>-<seq>`); runs recorded one after another
+    start an hour apart, so their order by time is their order of ingest."""
+    store.ingest(
+        envelopes(run_id, events, at=datetime(2026, 11, 30, len(store.run_ids()), tzinfo=UTC))
     )

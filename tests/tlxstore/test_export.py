@@ -8,7 +8,6 @@ import sys
 
 import pyarrow.parquet as pq
 import pytest
-from store_conformance import envelopes
 
 from tlxstore.errors import (
     ImportFormatError,
@@ -20,7 +19,7 @@ from tlxstore.errors import (
 from tlxstore.export import EVENTS_FILE, MANIFEST, export_runs, read_export
 from tlxstore.hashing import digest_file
 from tlxstore.store import Store
-from tlxstore.testing import small_run
+from tlxstore.testing import envelopes, small_run
 from tlxstore.version import tlxdb_version
 
 

@@ -21,13 +21,13 @@ from collections import Counter
 from multiprocessing.sharedctypes import RawValue
 
 import duckdb
-from store_conformance import PROJECTIONS, envelopes
 
 import tlxstore.store.projection
+from tlxstore.conformance import PROJECTIONS
 from tlxstore.events import BuildFinished
 from tlxstore.runlog import RunLog, read_envelopes
 from tlxstore.store import Store
-from tlxstore.testing import small_run
+from tlxstore.testing import envelopes, small_run
 
 KILLS = 120
 IDLE, APPENDING, INGESTING = 0, 1, 2

@@ -16,7 +16,6 @@ from pathlib import Path
 import duckdb
 import pytest
 from click.testing import CliRunner
-from store_conformance import envelopes
 
 from cli.main import main
 from tlxstore.errors import EventConflictError, StoreBusyError, StoreError, StoreTooNewError
@@ -26,7 +25,7 @@ from tlxstore.store import Store
 from tlxstore.store.projection import COMPACT_EVERY, PROJECT_INLINE_BELOW
 from tlxstore.store.schema import STORE_SCHEMA_VERSION
 from tlxstore.store.sql import store_sql
-from tlxstore.testing import candidate_events, run_started, small_run
+from tlxstore.testing import candidate_events, envelopes, run_started, small_run
 
 
 def test_a_new_store_records_its_schema_version(store_path):

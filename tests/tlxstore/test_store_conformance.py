@@ -3,8 +3,8 @@ from __future__ import annotations
 import json
 
 import duckdb
-from store_conformance import StoreConformance
 
+from tlxstore.conformance import StoreConformance
 from tlxstore.store import Store
 
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from store_conformance import StoreConformance
+
+from tlxstore.conformance import StoreConformance
 
 pytest.importorskip("duckdb_extension_ducklake")
 pytest.importorskip("duckdb_extension_sqlite_scanner")

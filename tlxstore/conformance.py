@@ -1,13 +1,22 @@
-"""The behaviour every store backend must have. A backend's test subclasses StoreConformance and
-defines `make_store(tmp_path)`; that is all."""
+"""The behaviour every store backend must have, as a pytest suite a backend's tests subclass:
+
+    from tlxstore.conformance import StoreConformance
+
+    class TestMyStore(StoreConformance):
+        def make_store(self, tmp_path): return MyStore(tmp_path / "store")
+        def rewrite_payload_key_order(self, store, event_id): ...  # reorder one stored payload's keys
+
+Every test of the class then runs against the backend (tests/tlxstore runs it for DuckDB and
+DuckLake). Needs pytest (the `test` extra).
+"""
 
 from __future__ import annotations
 
 import math
 import random
 import struct
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,11 +28,12 @@ from tlxstore.errors import (
     SequenceConflictError,
     UnknownRunError,
 )
-from tlxstore.events import BenchmarkSampled, BuildFinished, Envelope
+from tlxstore.events import BenchmarkSampled, BuildFinished, RunStarted, SourceStored
 from tlxstore.fold import fold
 from tlxstore.runlog import RunLog
+from tlxstore.store import Store
 from tlxstore.store.projection import PROJECT_INLINE_BELOW
-from tlxstore.testing import candidate_events, small_run
+from tlxstore.testing import candidate_events, envelopes, small_run
 
 PROJECTIONS = (
     "proj_runs",
@@ -35,31 +45,25 @@ PROJECTIONS = (
 )
 
 
-def envelopes(run_id: str, events, start: int = 0) -> list[Envelope]:
-    return [
-        Envelope(
-            event_id=f"{run_id}-{start + i}",
-            run_id=run_id,
-            seq=start + i,
-            recorded_at=datetime(2026, 11, 30, 12, tzinfo=UTC) + timedelta(seconds=start + i),
-            event=e,
-        )
-        for i, e in enumerate(events)
-    ]
-
-
 class StoreConformance:
-    def make_store(self, tmp_path: Path):
+    """The store contract; a backend subclasses it and defines the two methods below."""
+
+    def make_store(self, tmp_path: Path) -> Store:
+        """A new, empty store of the backend under tmp_path."""
+        raise NotImplementedError
+
+    def rewrite_payload_key_order(self, store: Store, event_id: str) -> None:
+        """Rewrite the stored payload of one event with its JSON keys in another order."""
         raise NotImplementedError
 
     @pytest.fixture
-    def store(self, tmp_path):
+    def store(self, tmp_path: Path) -> Store:
         return self.make_store(tmp_path)
 
-    def count(self, store) -> int:
+    def count(self, store: Store) -> int:
         return store.query("SELECT count(*) AS n FROM events").column("n")[0].as_py()
 
-    def projections(self, store) -> dict:
+    def projections(self, store: Store) -> dict[str, list[dict[str, Any]]]:
         """Every projection table's rows, in one order (rows are compared, not row order)."""
         return {t: store.query(f"SELECT * FROM {t} ORDER BY ALL").to_pylist() for t in PROJECTIONS}
 
@@ -91,6 +95,8 @@ class StoreConformance:
         store.ingest(envelopes("r1", run))
         assert store.projection_lag() == len(run)
         decided = candidate_events("c999", "def k(): return 999")
+        stored, started = decided[0], run[0]
+        assert isinstance(stored, SourceStored) and isinstance(started, RunStarted)
         store.ingest(envelopes("r1", decided, start=len(run)))
         assert store.projection_lag() == 0
         row = store.query(
@@ -98,8 +104,8 @@ class StoreConformance:
         ).to_pylist()
         assert row == [
             {
-                "source_hash": decided[0].source_hash,
-                "measurement_key": run[0].measurement_key,
+                "source_hash": stored.source_hash,
+                "measurement_key": started.measurement_key,
                 "round": 1,
             }
         ]
@@ -157,9 +163,6 @@ class StoreConformance:
         self.rewrite_payload_key_order(store, envs[3].event_id)
         assert store.ingest(envs) == 0
         assert store.run_envelopes("r1") == envs
-
-    def rewrite_payload_key_order(self, store, event_id: str) -> None:
-        raise NotImplementedError
 
     def test_an_event_id_reused_in_another_run_is_a_conflict(self, store):
         store.ingest(envelopes("r1", small_run(1)))
