@@ -42,7 +42,44 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "sm__warps_active.avg.pct_of_peak_sustained_active",
     "launch__registers_per_thread",
 )
+SUMMARY_METRICS = DEFAULT_METRICS
+# The deep set (the TLX profiling policy's): occupancy and its limiters, registers, spills (local
+# memory traffic), the memory hierarchy, and why warps stalled.
+DEEP_METRICS: tuple[str, ...] = (
+    *DEFAULT_METRICS,
+    "sm__maximum_warps_per_active_cycle_pct",
+    "launch__occupancy_limit_registers",
+    "launch__occupancy_limit_shared_mem",
+    "launch__occupancy_limit_warps",
+    "launch__occupancy_limit_blocks",
+    "launch__block_size",
+    "launch__grid_size",
+    "smsp__sass_inst_executed_op_local_ld.sum",
+    "smsp__sass_inst_executed_op_local_st.sum",
+    "l1tex__t_sector_hit_rate.pct",
+    "l1tex__throughput.avg.pct_of_peak_sustained_active",
+    "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+    "lts__t_bytes.sum",
+    "sm__sass_thread_inst_executed_op_ffma_pred_on.sum",
+    "sm__sass_thread_inst_executed_op_fadd_pred_on.sum",
+    "sm__sass_thread_inst_executed_op_fmul_pred_on.sum",
+    *(
+        f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio"
+        for reason in (
+            "long_scoreboard",
+            "short_scoreboard",
+            "barrier",
+            "mio_throttle",
+            "lg_throttle",
+            "math_pipe_throttle",
+            "wait",
+            "not_selected",
+            "no_instruction",
+        )
+    ),
+)
 FIXED_ARGS: tuple[str, ...] = ("--clock-control", "none")
+_MISSING_METRIC = re.compile(r"Failed to find metric (?:regex:)?([A-Za-z0-9_.]+)")
 IDENTIFIER_COLUMNS = frozenset(
     {
         "ID",
@@ -243,18 +280,18 @@ def _parse_long(header: list[str], rows: list[list[str]], diagnostics: list[str]
     return NcuReport(launches=launches, diagnostics=diagnostics)
 
 
-def command(
-    target_argv: Sequence[str],
+def prefix(
     log_file: str | Path,
     metrics: Sequence[str] = DEFAULT_METRICS,
     kernel_regex: str | None = None,
     launch_skip: int | None = None,
     launch_count: int | None = None,
     ncu: str = "ncu",
+    profile_from_start: bool = True,
 ) -> list[str]:
-    """The ncu argv that profiles `target_argv`, writing its CSV to `log_file`."""
-    if not target_argv:
-        raise ValueError("ncu needs a command to profile")
+    """The ncu argv up to the program it profiles, writing its CSV to `log_file`.
+    `profile_from_start=False`: only launches inside the program's cudaProfilerStart/Stop
+    ranges are profiled."""
     if not metrics:
         raise ValueError("ncu needs at least one metric")
     argv = [ncu, *FIXED_ARGS, "--target-processes", "all", "--csv", "--page", "raw"]
@@ -265,7 +302,22 @@ def command(
         argv += ["--launch-skip", str(launch_skip)]
     if launch_count is not None:
         argv += ["--launch-count", str(launch_count)]
-    return argv + list(target_argv)
+    if not profile_from_start:
+        argv += ["--profile-from-start", "off"]
+    return argv
+
+
+def command(target_argv: Sequence[str], log_file: str | Path, **options: Any) -> list[str]:
+    """The ncu argv that profiles `target_argv`, writing its CSV to `log_file` (`options`: those
+    of `prefix`)."""
+    if not target_argv:
+        raise ValueError("ncu needs a command to profile")
+    return [*prefix(log_file, **options), *target_argv]
+
+
+def missing_metrics(text: str) -> list[str]:
+    """The metrics ncu's output says it does not know on this GPU ("Failed to find metric")."""
+    return list(dict.fromkeys(_MISSING_METRIC.findall(text)))
 
 
 class NcuRun(BaseModel):
@@ -319,7 +371,15 @@ def run(
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / f"{name}.csv"
     log.unlink(missing_ok=True)
-    argv = command(target_argv, log, metrics, kernel_regex, launch_skip, launch_count, ncu)
+    argv = command(
+        target_argv,
+        log,
+        metrics=metrics,
+        kernel_regex=kernel_regex,
+        launch_skip=launch_skip,
+        launch_count=launch_count,
+        ncu=ncu,
+    )
     requested = list(metrics)
     executable = shutil.which(ncu)
     if executable is None:

@@ -279,6 +279,33 @@ class ProfileCollected(Event):
     artifacts: list[str] = []  # absolute paths of raw files
 
 
+class RooflineAssessed(Event):
+    """One case of one candidate against the device's ceilings, and whether the three clocks
+    (benchmark median, Proton's main kernel per launch, ncu's main-kernel duration) agree."""
+
+    type: Literal["RooflineAssessed"] = "RooflineAssessed"
+    candidate_id: str
+    case_id: str
+    time_us: float  # the main kernel's time the point uses
+    time_source: str  # "ncu", "proton" or "benchmark"
+    bytes_moved: float | None = None
+    bytes_source: str | None = None  # "ncu" (DRAM bytes read + written) or "harness"
+    flops: float | None = None
+    flops_source: str | None = None  # "harness" or "ncu" (fp32 instructions)
+    achieved_bytes_per_s: float | None = None
+    achieved_flop_per_s: float | None = None
+    bandwidth_ceiling_bytes_per_s: float | None = None
+    compute_ceiling_flop_per_s: float | None = None
+    bandwidth_fraction: float | None = None
+    compute_fraction: float | None = None
+    arithmetic_intensity: float | None = None  # flop per byte
+    bound: str = "unknown"  # "memory", "compute" or "unknown"
+    benchmark_median_us: float | None = None
+    proton_main_us: float | None = None
+    ncu_main_us: float | None = None
+    disagreement: str = ""  # empty when the clocks agree within DISAGREEMENT
+
+
 class IntegrityFlagged(Event):
     """A guard or tripwire fired on a candidate."""
 
@@ -377,6 +404,7 @@ AnyEvent = Annotated[
     | CaseVerified
     | BenchmarkSampled
     | ProfileCollected
+    | RooflineAssessed
     | IntegrityFlagged
     | InfrastructureFailed
     | DecisionMade
@@ -401,6 +429,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         CaseVerified,
         BenchmarkSampled,
         ProfileCollected,
+        RooflineAssessed,
         IntegrityFlagged,
         InfrastructureFailed,
         DecisionMade,

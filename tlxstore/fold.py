@@ -27,6 +27,7 @@ from tlxstore.events import (
     ModelExchanged,
     Outcome,
     ProfileCollected,
+    RooflineAssessed,
     RunFinished,
     RunStarted,
     SearchEnded,
@@ -42,6 +43,7 @@ class CandidateState:
     verifications: list[CaseVerified] = field(default_factory=list)
     samples: list[BenchmarkSampled] = field(default_factory=list)
     profiles: list[ProfileCollected] = field(default_factory=list)
+    rooflines: list[RooflineAssessed] = field(default_factory=list)
     flags: list[IntegrityFlagged] = field(default_factory=list)
     failures: list[InfrastructureFailed] = field(default_factory=list)
     decision: DecisionMade | None = None
@@ -129,6 +131,8 @@ class RunState:
                 self.candidates[e.candidate_id].samples.append(e)
             case ProfileCollected():
                 self.candidates[e.candidate_id].profiles.append(e)
+            case RooflineAssessed():
+                self.candidates[e.candidate_id].rooflines.append(e)
             case IntegrityFlagged():
                 self.candidates[e.candidate_id].flags.append(e)
             case InfrastructureFailed():

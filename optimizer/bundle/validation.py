@@ -23,6 +23,7 @@ from pathlib import Path
 
 from optimizer.bundle.loading import FrozenBundle
 from optimizer.decision import stats
+from optimizer.evaluation import attribution
 from optimizer.evaluation.evaluator import Evaluator
 from optimizer.evaluation.requests import EvalRequest, EvalSummary
 from tlxstore.errors import ConfigError
@@ -234,8 +235,27 @@ def baseline_checks(
             detail="; ".join(noisy) or "positive and repeatable",
         )
     )
-    checks.append(_profile_check(baseline.profiles))
+    own = [p for p in baseline.profiles if attribution.is_attribution(p)]
+    if own:
+        checks.append(_attribution_check(own))
+    checks.append(_profile_check([p for p in baseline.profiles if p not in own]))
     return checks
+
+
+def _attribution_check(profiles: list[ProfileCollected]) -> ValidationCheck:
+    """tlxdb's own launch attribution of the baseline; where it cannot run, a warning that
+    says so (never a failure: the candidate is still measured)."""
+    mains = sorted({k for p in profiles if (k := attribution.main_kernel_of(p))})
+    if mains:
+        return ValidationCheck(
+            name="baseline:attribution", passed=True, detail=f"main kernel {', '.join(mains)}"
+        )
+    reasons = [p.diagnostics for p in profiles if p.diagnostics]
+    return ValidationCheck(
+        name="baseline:attribution",
+        passed=True,
+        detail="warning: " + (_last_line(reasons[0]) if reasons else "no kernel was attributed"),
+    )
 
 
 def _profile_check(profiles: list[ProfileCollected]) -> ValidationCheck:

@@ -11,7 +11,9 @@
 6. it beats the incumbent (the last promoted candidate): the speedup measured directly against
    the incumbent's samples is above 1.0, with the interval's lower bound above 1.0 too;
 7. when a tripwire fired (non-blocking IntegrityFlagged), the candidate was re-measured and
-   every measurement block passes 3-6 on its own: no promotion on the first measurement alone.
+   every measurement block passes 3-6 on its own: no promotion on the first measurement alone;
+8. the ncu veto (optimizer.decision.kernel.ncu_veto): no scored case's main kernel runs more
+   than 1% longer under ncu than the baseline's.
 
 `decide_revalidation` judges the finalist from the interleaved REVALIDATION samples only (the
 finalist and a fresh baseline, same child, A B A B ...), never from the round-0 baseline.
@@ -24,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from optimizer.decision import stats
+from optimizer.decision import kernel, stats
 from tlxstore.events import (
     BASELINE_ID,
     CaseSpeedup,
@@ -261,6 +263,7 @@ def decide(
             )
             if vs.speedup <= 1.0 or vs.ci_low <= 1.0:
                 problems.append(f"does not beat the incumbent {incumbent}: {_fmt(vs)} against it")
+    problems += kernel.ncu_veto(state, candidate_id, scored)
     outcome = Outcome.REJECTED if problems else Outcome.PROMOTED
     if problems:
         reason = "; ".join(problems)

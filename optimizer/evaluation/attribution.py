@@ -107,8 +107,13 @@ def attribution_event(
     )
 
 
+def is_attribution(event: ProfileCollected) -> bool:
+    """Whether the event is tlxdb's own launch attribution (not a harness profile)."""
+    return any(m.source == SOURCE and m.name == MAIN_TIME for m in event.metrics)
+
+
 def main_kernel_of(event: ProfileCollected) -> str | None:
     """The main kernel an attribution event names (its first kernel), or None."""
-    if not any(m.source == SOURCE for m in event.metrics):
+    if not is_attribution(event):
         return None
     return event.kernel_names[0] if event.kernel_names else None

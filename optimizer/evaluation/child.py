@@ -119,6 +119,7 @@ class _LaunchWindow:
         except ImportError as e:
             raise _Failure(f"ncu range needs torch and triton: {e}") from None
         self.torch = torch
+        self.cuda = torch.cuda.is_available()
         self.runtime = knobs.runtime
         self.kernel, self.skip = kernel, skip
         self.seen = 0
@@ -135,14 +136,16 @@ class _LaunchWindow:
         if self.profiled or self._name(metadata) != self.kernel:
             return
         if self.seen == self.skip:
-            self.torch.cuda.synchronize()
-            self.torch.cuda.profiler.start()
+            if self.cuda:
+                self.torch.cuda.synchronize()
+                self.torch.cuda.profiler.start()
             self.open = True
         self.seen += 1
 
     def exit(self, metadata: Any) -> None:
         if self.open:
-            self.torch.cuda.profiler.stop()
+            if self.cuda:
+                self.torch.cuda.profiler.stop()
             self.open, self.profiled = False, True
 
     def __enter__(self) -> _LaunchWindow:

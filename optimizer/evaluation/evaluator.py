@@ -57,6 +57,7 @@ from tlxstore.events import (
 
 Emit = Callable[[Event], None]
 
+POLL_S = 1.0  # how often a wait on the child checks that it is still alive
 DIAGNOSTICS_TAIL_CHARS = 4000  # the tail of a traceback or child log kept as evidence
 EXTRA_VERIFICATIONS = 2  # verifications per case added when a tripwire fires
 PROFILE_SOURCES = ("proton", "ncu", "harness")
@@ -91,16 +92,37 @@ def tail(text: str, limit: int = DIAGNOSTICS_TAIL_CHARS) -> str:
 class _Session:
     """One child process: send a command, wait for its one-line reply, within a deadline."""
 
-    def __init__(self, bundle: HarnessBundle, python: str, deadline: float, env: dict[str, str]):
+    def __init__(
+        self,
+        bundle: HarnessBundle,
+        python: str,
+        deadline: float,
+        env: dict[str, str],
+        wrapper: list[str] | None = None,
+    ):
+        """`wrapper`: a command the child runs under (ncu); the pipes are then two FIFOs in
+        the child's folder, since a wrapper may not hand descriptors through."""
         self.deadline = deadline
         self.workdir = Path(tempfile.mkdtemp(prefix="tlxdb-child-"))
         self.log_path = self.workdir / "child.log"
-        req_r, self.req_w = os.pipe()
-        self.rep_r, rep_w = os.pipe()
+        child = [python, "-m", "optimizer.evaluation.child"]
+        if wrapper:
+            req_path, rep_path = self.workdir / "requests.fifo", self.workdir / "replies.fifo"
+            os.mkfifo(req_path)
+            os.mkfifo(rep_path)
+            # Both ends read-write: opening never blocks, whenever the child opens its ends.
+            self.req_w = os.open(req_path, os.O_RDWR)
+            self.rep_r = os.open(rep_path, os.O_RDWR | os.O_NONBLOCK)
+            argv = [*wrapper, *child, str(req_path), str(rep_path)]
+            keep: tuple[int, ...] = ()
+        else:
+            req_r, self.req_w = os.pipe()
+            self.rep_r, rep_w = os.pipe()
+            argv, keep = [*child, str(req_r), str(rep_w)], (req_r, rep_w)
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [python, "-m", "optimizer.evaluation.child", str(req_r), str(rep_w)],
-                pass_fds=(req_r, rep_w),
+                argv,
+                pass_fds=keep,
                 start_new_session=True,
                 env=env,
                 cwd=self.workdir,
@@ -108,10 +130,11 @@ class _Session:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        os.close(req_r)
-        os.close(rep_w)
+        for fd in keep:
+            os.close(fd)
         self.buffer = b""
         self.closed = False
+        self.final_log = ""
 
     def log_tail(self) -> str:
         try:
@@ -120,6 +143,10 @@ class _Session:
             return ""
 
     def call(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.send(msg)
+        return self.receive()
+
+    def send(self, msg: dict[str, Any]) -> None:
         data = (json.dumps(msg) + "\n").encode()
         try:
             view = memoryview(data)
@@ -129,6 +156,8 @@ class _Session:
                 view = view[n:]
         except OSError:
             raise self._gone() from None
+
+    def receive(self) -> dict[str, Any]:
         while b"\n" not in self.buffer:
             self._wait(write=False)
             chunk = os.read(self.rep_r, 1 << 16)
@@ -153,13 +182,14 @@ class _Session:
             if remaining <= 0:
                 self.kill()
                 raise _ChildGone(FailureKind.TIMEOUT, "the evaluation ran past its time limit")
+            step = min(remaining, POLL_S)
             ready = (
-                select.select([], [fd], [], remaining)
-                if write
-                else select.select([fd], [], [], remaining)
+                select.select([], [fd], [], step) if write else select.select([fd], [], [], step)
             )
             if ready[1] if write else ready[0]:
                 return
+            if self.proc.poll() is not None:  # a FIFO never reads as closed: ask the process
+                raise self._gone()
 
     def _gone(self) -> _ChildGone:
         try:
@@ -199,6 +229,7 @@ class _Session:
             os.killpg(self.proc.pid, signal.SIGKILL)
         if self.proc.poll() is None:
             self.proc.wait()
+        self.final_log = self.log_tail()  # what the child (or its wrapper) printed, kept
         for fd in (self.req_w, self.rep_r):
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -25,6 +25,7 @@ from tlxstore.events import (
     ModelExchanged,
     Phase,
     ProfileCollected,
+    RooflineAssessed,
     RunFinished,
     RunStarted,
     SearchEnded,
@@ -70,6 +71,30 @@ def _profile_line(e: ProfileCollected, state: RunState) -> str:
     return f"{e.candidate_id} profile {e.case_id}: time in {kernels}; " + "; ".join(parts)
 
 
+def _fraction(achieved: float | None, ceiling: float | None, unit: str, scale: float) -> str:
+    if achieved is None:
+        return ""
+    text = f"{achieved / scale:.3g} {unit}"
+    if ceiling:
+        text += f" = {achieved / ceiling:.0%} of {ceiling / scale:.3g}"
+    return text
+
+
+def _roofline_line(e: RooflineAssessed) -> str:
+    parts = [
+        _fraction(e.achieved_bytes_per_s, e.bandwidth_ceiling_bytes_per_s, "TB/s", 1e12),
+        _fraction(e.achieved_flop_per_s, e.compute_ceiling_flop_per_s, "TFLOP/s", 1e12),
+    ]
+    rates = "; ".join(p for p in parts if p) or "no bytes or flops known"
+    line = (
+        f"{e.candidate_id} roofline {e.case_id}: {e.time_us:.4g} us ({e.time_source}), {rates}, "
+        f"{e.bound}-bound"
+    )
+    if e.disagreement:
+        line += f" | DISAGREEMENT: {e.disagreement}"
+    return line
+
+
 def describe(env: Envelope, state: RunState) -> str | None:
     """One readable line for an event of the live log, or None for events not worth a line."""
     e = env.event
@@ -110,6 +135,8 @@ def describe(env: Envelope, state: RunState) -> str | None:
             )
         case ProfileCollected():
             return _profile_line(e, state)
+        case RooflineAssessed():
+            return _roofline_line(e)
         case IntegrityFlagged():
             return f"{e.candidate_id} {'BLOCKED' if e.blocking else 'flagged'} by {e.guard}: {one_line(e.detail)}"
         case InfrastructureFailed():

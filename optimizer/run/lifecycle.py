@@ -41,6 +41,7 @@ from optimizer.bundle.loading import (
 )
 from optimizer.decision.identity import measurement_key, normalized_source, source_hashes
 from optimizer.evaluation.evaluator import Evaluator
+from optimizer.evaluation.ncu_child import NcuProfiler
 from optimizer.providers import ProviderOptions, ProviderRegistry, default_provider, registry
 from optimizer.providers.base import Provider
 from optimizer.reporting.result import RunResult
@@ -356,6 +357,7 @@ def _setup(
         prior_runs=[fold(store.run_envelopes(r)) for r in priors],
         commit=_committer(request, prep, snapshot),
         observer=observer,
+        ncu=NcuProfiler(prep.evaluator),
     )
 
 

@@ -26,9 +26,10 @@ from enum import Enum
 from typing import Literal
 
 from optimizer.bundle.loading import BundleChangedError, FrozenBundle
-from optimizer.decision import policy, stats
+from optimizer.decision import kernel, policy, stats
 from optimizer.decision.identity import source_hashes
 from optimizer.evaluation.evaluator import Evaluator
+from optimizer.evaluation.ncu_child import NcuProfiler
 from optimizer.evaluation.requests import EvalRequest
 from optimizer.providers.base import Proposal, Provider, ProviderError, SearchExhausted
 from optimizer.reporting.markdown import markdown_report
@@ -215,6 +216,7 @@ class Setup:
     prior_runs: list[RunState]
     commit: Callable[[RunState, str], CommitAttempted] | None = None
     observer: Observer | None = None
+    ncu: NcuProfiler | None = None  # kernel-level profiles on CUDA targets
 
 
 class RunLoop:
@@ -282,6 +284,9 @@ class RunLoop:
             Step.FINISH: self._finish,
         }
         try:
+            base = self.state.candidates.get(BASELINE_ID)
+            if base is not None and base.samples and kernel.needs_profiling(base):
+                self._profile_kernels(BASELINE_ID)  # measured during validation
             while (nxt := plan(self.state, self.s.thresholds, self.budget())).step is not Step.DONE:
                 actions[nxt.step](nxt)
         except KeyboardInterrupt:
@@ -311,6 +316,8 @@ class RunLoop:
             if reason is StoppingReason.ERROR:
                 raise
         finally:
+            if self.s.ncu is not None:
+                self.s.ncu.close()
             self.ingest()
             self.link.close()
         return self.result()
@@ -489,6 +496,7 @@ class RunLoop:
             ),
             lambda ev: self.append(ev),
         )
+        self._profile_kernels(cid)
         decision = policy.decide(self.state, cid, self.s.thresholds, *self._weights())
         events: list[Event] = [decision]
         if decision.outcome in (Outcome.REJECTED, Outcome.FAILED) and not infrastructure_failed(c):
@@ -503,6 +511,33 @@ class RunLoop:
             )
         self.append(*events)
         self.ingest()
+
+    def _profile_kernels(self, cid: str, finalist: bool = False) -> None:
+        """ncu (the set optimizer.decision.kernel.profiling_level names) and the roofline of an
+        evaluated candidate: their own phase, after its benchmark, before its decision."""
+        weights, protected = self._weights()
+        level = kernel.profiling_level(
+            self.state, cid, self.s.thresholds, weights, protected, finalist
+        )
+        if level is None:
+            return
+        c = self.state.candidates[cid]
+        main, ncu = kernel.main_kernel(c), self.s.ncu
+        if ncu is not None and main is not None and ncu.unavailable() is None:
+            measured = c.samples_by_case()
+            result = ncu.profile(
+                cid,
+                self._source(cid),
+                [case for case in self.s.evaluator.bundle.cases if measured.get(case.case_id)],
+                main,
+                level,
+                timeout_s=self.s.thresholds.max_candidate_seconds,
+                keep_dir=self.s.output.artifacts_dir(cid),
+            )
+            self.append(*result.events)
+        started = self.state.started
+        assert started is not None
+        self.append(*kernel.assess(self.state, cid, started.device.kind))
 
     def _retry(self, nxt: Next) -> None:
         cid = nxt.candidate_id
@@ -548,6 +583,8 @@ class RunLoop:
             emit=lambda ev: self.append(ev),
         )
         self.append(policy.decide_revalidation(self.state, fid, BASELINE_ID, t, *self._weights()))
+        if not kernel.has_deep_profile(self.state.candidates[fid]):
+            self._profile_kernels(fid, finalist=True)
         self.ingest()
 
     def _commit(self, nxt: Next) -> None:

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 import queries
-from tlxstore.events import Envelope, Outcome, ProfileCollected, ProfileMetric
+from tlxstore.events import (
+    Envelope,
+    Outcome,
+    ProfileCollected,
+    ProfileMetric,
+    RooflineAssessed,
+)
 from tlxstore.store import Store
 from tlxstore.testing import candidate_events, small_run
 
@@ -23,6 +29,7 @@ EXPECTED_VIEWS = {
     "seen_sources",
     "model_exchanges",
     "commits",
+    "rooflines",
 }
 
 
@@ -160,3 +167,25 @@ def test_outcomes_in_views_are_the_enum_values(store_path):
         queries.query(store, "SELECT DISTINCT outcome FROM decisions").column("outcome").to_pylist()
     )
     assert got <= {o.value for o in Outcome}
+
+
+def test_rooflines_view_has_one_row_per_case_with_nulls_and_the_disagreement(store_path):
+    store = Store(store_path)
+    point = dict(candidate_id="c1", time_us=132.9, time_source="ncu", bound="memory")
+    _ingest(
+        store,
+        "r1",
+        [
+            RooflineAssessed(
+                case_id="a", bandwidth_fraction=0.95, disagreement="ncu is 2x", **point
+            ),
+            RooflineAssessed(case_id="b", **point),
+        ],
+    )
+    rows = queries.query(
+        store, "SELECT case_id, bandwidth_fraction, flops, disagreement FROM rooflines ORDER BY 1"
+    ).to_pylist()
+    assert rows == [
+        {"case_id": "a", "bandwidth_fraction": 0.95, "flops": None, "disagreement": "ncu is 2x"},
+        {"case_id": "b", "bandwidth_fraction": None, "flops": None, "disagreement": None},
+    ]

@@ -1,0 +1,219 @@
+"""What the kernel-level profiles say, as pure functions of a run's state.
+
+- `profiling_level`: the TLX profiling policy. The deep ncu set for the baseline, for candidates
+  whose speedup is within NEAR_THRESHOLD of the promotion threshold, and for the finalist; the
+  summary set for every other correct candidate, except a clear loser (speedup below CLEAR_LOSER);
+  nothing for a candidate that is not correct.
+- `ncu_veto`: a candidate whose main kernel's ncu duration is more than NCU_VETO over the
+  baseline's on any case is not promoted, however fast its benchmark: the benchmark may time
+  wrapper work, caching or extra launches, ncu times the kernel alone. (The TLX agent lifts the
+  veto when the benchmark itself ran under the profiler; tlxdb never benchmarks under ncu.)
+- `assess`: the roofline of each case (time from ncu, else Proton, else the benchmark median;
+  bytes from ncu's DRAM counters, else the harness's bytes_moved; flops from the harness, else
+  ncu's fp32 instruction counts) and the disagreement check between the three clocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from enum import StrEnum
+
+from optimizer.decision import stats
+from profilers.hardware import Resource, lookup_device
+from profilers.ncu import DURATION
+from profilers.roofline import roofline
+from tlxstore.events import BASELINE_ID, RooflineAssessed, Thresholds
+from tlxstore.fold import CandidateState, RunState
+
+NEAR_THRESHOLD = 0.01  # one percentage point of speedup around min_speedup
+CLEAR_LOSER = 0.5  # a candidate at half the baseline's speed or less gets no ncu profile
+NCU_VETO = 0.01  # main-kernel ncu duration more than 1% over the baseline's blocks promotion
+DISAGREEMENT = 0.25  # clocks more than 25% apart are flagged in the live log
+MAIN_TIME = "main_kernel_time_us"
+DRAM_BYTES = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+POINT_FIELDS = {
+    "time_us",
+    "bytes_moved",
+    "flops",
+    "achieved_bytes_per_s",
+    "achieved_flop_per_s",
+    "bandwidth_fraction",
+    "compute_fraction",
+    "arithmetic_intensity",
+}
+FP32_OPS = {
+    "sm__sass_thread_inst_executed_op_ffma_pred_on.sum": 2.0,
+    "sm__sass_thread_inst_executed_op_fadd_pred_on.sum": 1.0,
+    "sm__sass_thread_inst_executed_op_fmul_pred_on.sum": 1.0,
+}
+
+
+class Level(StrEnum):
+    SUMMARY = "summary"
+    DEEP = "deep"
+
+
+def _metric(cand: CandidateState, case_id: str, source: str, name: str) -> float | None:
+    """The latest value of one metric of one case from one source (None: unknown)."""
+    for p in reversed(cand.profiles):
+        if p.case_id != case_id:
+            continue
+        for m in p.metrics:
+            if m.source == source and m.name == name and m.value is not None:
+                return m.value
+    return None
+
+
+def ncu_time_us(cand: CandidateState, case_id: str) -> float | None:
+    """The main kernel's ncu duration (us) for one case, from tlxdb's ncu profile."""
+    return _metric(cand, case_id, "ncu", DURATION)
+
+
+def proton_time_us(cand: CandidateState, case_id: str) -> float | None:
+    """The main kernel's time per launch (us) under Proton for one case."""
+    return _metric(cand, case_id, "proton", MAIN_TIME)
+
+
+def main_kernel(cand: CandidateState) -> str | None:
+    """The main kernel the launch attribution named (the first case that has one)."""
+    for p in cand.profiles:
+        if any(m.source == "proton" and m.name == MAIN_TIME for m in p.metrics) and p.kernel_names:
+            return p.kernel_names[0]
+    return None
+
+
+def needs_profiling(cand: CandidateState) -> bool:
+    """Whether the kernel-level phase has not run for this candidate yet (no roofline)."""
+    return not cand.rooflines
+
+
+def has_deep_profile(cand: CandidateState) -> bool:
+    return any(p.diagnostics.startswith("ncu deep set") for p in cand.profiles)
+
+
+def quick_speedup(state: RunState, cid: str, weights: Mapping[str, float]) -> float | None:
+    """The candidate's speedup over the baseline from its samples so far (None: not measurable)."""
+    base, cand = state.candidates.get(BASELINE_ID), state.candidates[cid]
+    if base is None:
+        return None
+    b, c = base.samples_by_case(), cand.samples_by_case()
+    scored = {k: w for k, w in weights.items() if b.get(k) and c.get(k)}
+    return stats.speedup(b, c, scored) if scored else None
+
+
+def profiling_level(
+    state: RunState,
+    cid: str,
+    thresholds: Thresholds,
+    weights: Mapping[str, float],
+    protected: Collection[str],
+    finalist: bool = False,
+) -> Level | None:
+    """Which ncu set a candidate gets (None: none). See the module doc."""
+    cand = state.candidates[cid]
+    if cand.build is None or not cand.build.success or cand.failures:
+        return None
+    if any(f.blocking for f in cand.flags):
+        return None
+    if any(not v.passed and v.case_id in protected for v in cand.verifications):
+        return None
+    if not cand.samples:
+        return None
+    if cid == BASELINE_ID or finalist:
+        return Level.DEEP
+    speedup = quick_speedup(state, cid, weights)
+    if speedup is None or speedup < CLEAR_LOSER:
+        return None
+    if abs(speedup - thresholds.min_speedup) <= NEAR_THRESHOLD:
+        return Level.DEEP
+    return Level.SUMMARY
+
+
+def ncu_veto(state: RunState, cid: str, cases: Collection[str]) -> list[str]:
+    """Each case whose main-kernel ncu duration is more than NCU_VETO over the baseline's."""
+    base, cand = state.candidates.get(BASELINE_ID), state.candidates[cid]
+    if base is None or cid == BASELINE_ID:
+        return []
+    problems = []
+    for case_id in cases:
+        b, c = ncu_time_us(base, case_id), ncu_time_us(cand, case_id)
+        if b is None or c is None or b <= 0:
+            continue
+        over = c / b - 1.0
+        if over > NCU_VETO:
+            problems.append(
+                f"ncu veto: case {case_id} main kernel {main_kernel(cand) or '?'} ran "
+                f"{c:.4g} us under ncu, {over:+.1%} against the baseline's {b:.4g} us "
+                f"(max {NCU_VETO:+.0%})"
+            )
+    return problems
+
+
+def _disagreement(clocks: dict[str, float | None]) -> str:
+    known = {k: v for k, v in clocks.items() if v is not None and v > 0}
+    if len(known) < 2:
+        return ""
+    lo, hi = min(known, key=known.__getitem__), max(known, key=known.__getitem__)
+    if known[hi] / known[lo] - 1.0 <= DISAGREEMENT:
+        return ""
+    text = ", ".join(f"{k} {v:.4g} us" for k, v in known.items())
+    return (
+        f"{hi} is {known[hi] / known[lo]:.2f}x {lo} ({text}): wrapper overhead, extra "
+        "kernels or caching between the benchmark and the kernel"
+    )
+
+
+def assess(state: RunState, cid: str, device_kind: str) -> list[RooflineAssessed]:
+    """The roofline point and the clock comparison of every benchmarked case of a candidate."""
+    cand = state.candidates[cid]
+    device = lookup_device(device_kind)
+    bw = device.ceiling(Resource.DRAM_BANDWIDTH)
+    fl = device.ceiling(Resource.BF16_DENSE)
+    out = []
+    for case_id, samples in cand.samples_by_case().items():
+        if not samples:
+            continue
+        bench = stats.median(samples)
+        ncu_t, proton_t = ncu_time_us(cand, case_id), proton_time_us(cand, case_id)
+        time_us, time_source = next(
+            (t, s)
+            for t, s in ((ncu_t, "ncu"), (proton_t, "proton"), (bench, "benchmark"))
+            if t is not None and t > 0
+        )
+        declared = next((s for s in reversed(cand.samples) if s.case_id == case_id), None)
+        dram = [_metric(cand, case_id, "ncu", n) for n in DRAM_BYTES]
+        bytes_moved: float | None
+        if all(v is not None for v in dram):
+            bytes_moved, bytes_source = sum(v for v in dram if v is not None), "ncu"
+        elif declared is not None and declared.bytes_moved:
+            bytes_moved, bytes_source = float(declared.bytes_moved), "harness"
+        else:
+            bytes_moved, bytes_source = None, None
+        fp32 = {n: _metric(cand, case_id, "ncu", n) for n in FP32_OPS}
+        flops: float | None
+        if declared is not None and declared.flops:
+            flops, flops_source = float(declared.flops), "harness"
+        elif all(v is not None for v in fp32.values()) and any(fp32.values()):
+            flops = sum(FP32_OPS[n] * (v or 0.0) for n, v in fp32.items())
+            flops_source = "ncu"
+        else:
+            flops, flops_source = None, None
+        point = roofline(device, time_us, bytes_moved, flops)
+        out.append(
+            RooflineAssessed(
+                candidate_id=cid,
+                case_id=case_id,
+                **point.model_dump(include=POINT_FIELDS),
+                time_source=time_source,
+                bytes_source=bytes_source,
+                flops_source=flops_source,
+                bandwidth_ceiling_bytes_per_s=bw.value if bw else None,
+                compute_ceiling_flop_per_s=fl.value if fl else None,
+                bound=point.bound.value,
+                benchmark_median_us=bench,
+                proton_main_us=proton_t,
+                ncu_main_us=ncu_t,
+                disagreement=_disagreement({"benchmark": bench, "proton": proton_t, "ncu": ncu_t}),
+            )
+        )
+    return out

@@ -1,0 +1,122 @@
+"""The kernel-level evidence in decisions: the ncu veto (through recorded ncu CSV), the
+profiling level, and the roofline with its disagreement check."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, datetime
+from pathlib import Path
+
+from optimizer.decision import kernel, policy
+from optimizer.decision.kernel import Level
+from profilers import ncu
+from tlxstore.events import (
+    BASELINE_ID,
+    DecisionMade,
+    Envelope,
+    Event,
+    Outcome,
+    ProfileCollected,
+    ProfileMetric,
+)
+from tlxstore.fold import RunState, fold
+from tlxstore.testing import candidate_events, run_started
+
+DATA = Path(__file__).parents[2] / "profilers" / "data"
+RECORDED = (DATA / "ncu_raw_h200_vector_add.csv").read_text()
+T = run_started().thresholds
+WEIGHTS = {"small": 1.0, "large": 1.0}
+
+
+def scaled_duration(text: str, factor: float) -> str:
+    """The recorded CSV with its gpu__time_duration.sum cell multiplied by `factor`."""
+    head, start = text.split('"ID",', 1)
+    rows = list(csv.reader(io.StringIO('"ID",' + start)))
+    col = rows[0].index(ncu.DURATION)
+    for row in rows[2:]:
+        row[col] = f"{ncu.parse_number(row[col]) * factor:.1f}"
+    buf = io.StringIO()
+    csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    return head + buf.getvalue()
+
+
+def ncu_events(cid: str, text: str) -> list[ProfileCollected]:
+    summary = ncu.parse_csv(text).summary(ncu.SUMMARY_METRICS)
+    return [
+        ProfileCollected(
+            candidate_id=cid,
+            case_id=case,
+            metrics=[
+                ProfileMetric(name=m.name, value=m.value, unit=m.unit, source="ncu")
+                for m in summary.metrics
+            ],
+            kernel_names=summary.kernel_names,
+            diagnostics="ncu summary set: launch 2 of vector_add",
+        )
+        for case in WEIGHTS
+    ]
+
+
+def state(candidate_ncu_factor: float | None, candidate_us: float = 90.0):
+    base = [e for e in candidate_events(BASELINE_ID, "base") if not isinstance(e, DecisionMade)]
+    cand = [
+        e
+        for e in candidate_events("c001", "cand", base_us=candidate_us)
+        if not isinstance(e, DecisionMade)
+    ]
+    events = [run_started(), *base, *ncu_events(BASELINE_ID, RECORDED), *cand]
+    if candidate_ncu_factor is not None:
+        events += ncu_events("c001", scaled_duration(RECORDED, candidate_ncu_factor))
+    return fold_events(events)
+
+
+def fold_events(events: list[Event]) -> RunState:
+    now = datetime.now(UTC)
+    return fold(
+        Envelope(event_id=f"e{i}", run_id="r1", seq=i, recorded_at=now, event=e)
+        for i, e in enumerate(events)
+    )
+
+
+def test_a_candidate_faster_end_to_end_but_slower_in_its_main_kernel_is_vetoed_by_ncu():
+    d = policy.decide(state(1.05), "c001", T, WEIGHTS)
+    assert d.outcome == Outcome.REJECTED, d.reason
+    assert "ncu veto: case small" in d.reason and "+5.0%" in d.reason
+    assert d.speedup is not None and d.speedup > 1.1  # the benchmark alone would have promoted it
+
+
+def test_without_ncu_evidence_or_with_a_faster_kernel_the_same_candidate_is_promoted():
+    assert policy.decide(state(None), "c001", T, WEIGHTS).outcome == Outcome.PROMOTED
+    assert policy.decide(state(0.95), "c001", T, WEIGHTS).outcome == Outcome.PROMOTED
+    # within the 1% allowance
+    assert policy.decide(state(1.009), "c001", T, WEIGHTS).outcome == Outcome.PROMOTED
+
+
+def test_the_profiling_level_follows_the_tlx_policy():
+    s = state(None)
+    assert kernel.profiling_level(s, BASELINE_ID, T, WEIGHTS, set(WEIGHTS)) == Level.DEEP
+    assert kernel.profiling_level(s, "c001", T, WEIGHTS, set(WEIGHTS)) == Level.SUMMARY
+    assert kernel.profiling_level(s, "c001", T, WEIGHTS, set(WEIGHTS), finalist=True) == Level.DEEP
+    near = state(None, candidate_us=100.0 / 1.015)  # 1.015x: within 1 pp of 1.01
+    assert kernel.profiling_level(near, "c001", T, WEIGHTS, set(WEIGHTS)) == Level.DEEP
+    loser = state(None, candidate_us=250.0)  # 0.4x: a clear loser
+    assert kernel.profiling_level(loser, "c001", T, WEIGHTS, set(WEIGHTS)) is None
+
+
+def test_the_roofline_uses_ncu_bytes_and_time_and_flags_a_disagreeing_benchmark():
+    s = state(1.0)
+    (small, _) = kernel.assess(s, BASELINE_ID, "NVIDIA H200")
+    assert small.time_source == "ncu" and small.bytes_source == "ncu"
+    assert abs(small.time_us - 44.64) < 0.01
+    assert small.bound == "unknown" and small.flops is None  # no flops known: bound not judged
+    assert 0.8 < small.bandwidth_fraction < 1.0  # 180.6 MB in 44.64 us of 4.24 TB/s
+    # the benchmark says 101 us for a kernel ncu times at 44.6 us: flagged
+    assert "benchmark is 2.2" in small.disagreement
+
+
+def test_without_profiles_the_roofline_falls_back_to_the_benchmark_and_declared_bytes():
+    s = state(None)
+    (small, _) = kernel.assess(s, "c001", "cpu")
+    assert small.time_source == "benchmark" and small.bytes_source == "harness"
+    assert small.bandwidth_fraction is None and small.disagreement == ""

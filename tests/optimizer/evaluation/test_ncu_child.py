@@ -1,0 +1,156 @@
+"""The ncu child: a harness child started under ncu (here a stand-in executable that runs the
+program and then writes a recorded H200 CSV, as ncu does when the program ends), talking over
+FIFOs, profiling one launch of the main kernel per case, prestarted for the next candidate."""
+
+from __future__ import annotations
+
+import stat
+import sys
+import textwrap
+from pathlib import Path
+
+from optimizer.bundle.spec import CaseSpec
+from optimizer.decision.kernel import Level
+from optimizer.evaluation import ncu_child
+from optimizer.evaluation.evaluator import Evaluator
+from optimizer.evaluation.ncu_child import NcuProfiler
+from optimizer.evaluation.requests import HarnessBundle
+from profilers import ncu
+
+DATA = Path(__file__).parents[2] / "profilers" / "data"
+
+KERNEL = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def add_kernel(x_ptr, n):
+        pass
+
+    def add(x, y):
+        return x + y
+    """
+)
+
+# The CPU interpreter makes no launch Triton's launch hooks see, so this harness's benchmark
+# calls them around each call as a GPU launch of add_kernel would.
+HARNESS = textwrap.dedent(
+    """
+    import importlib.util, os, tempfile, time
+    import torch
+    from triton import knobs
+
+    def build(kernel_source, target):
+        path = os.path.join(tempfile.mkdtemp(), "candidate.py")
+        open(path, "w").write(kernel_source)
+        spec = importlib.util.spec_from_file_location("candidate", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    def verify(mod, case):
+        return True
+
+    def benchmark(mod, case, repetitions):
+        x = torch.ones(case["parameters"]["n"])
+        samples = []
+        for _ in range(3):
+            meta = {"name": "add_kernel"}
+            knobs.runtime.launch_enter_hook(meta)
+            t0 = time.perf_counter()
+            mod.add(x, x)
+            samples.append((time.perf_counter() - t0) * 1e6 + 1.0)
+            knobs.runtime.launch_exit_hook(meta)
+        return samples
+    """
+)
+
+# ncu as far as the child can tell: run the program, then write the CSV (one row per launch
+# profiled: the recorded H200 row, twice) or, for an unknown metric, the error ncu prints.
+FAKE_NCU = """
+import subprocess, sys
+args = sys.argv[1:]
+opts = {}
+while args[0].startswith("--"):
+    flag = args[0] == "--csv"
+    opts[args[0]] = None if flag else args[1]
+    args = args[1:] if flag else args[2:]
+assert opts["--clock-control"] == "none" and opts["--profile-from-start"] == "off"
+assert opts["--kernel-name"] == "regex:^add_kernel$"
+rc = subprocess.call(args)
+if "bogus__metric.sum" in opts["--metrics"]:
+    print("==ERROR== Failed to find metric bogus__metric.sum")
+    sys.exit(1)
+lines = open(sys.argv[0] + ".csv").read().splitlines()
+start = next(i for i, ln in enumerate(lines) if ln.startswith('"ID",'))
+row = lines[start + 2]
+second = '"1"' + row[row.index(","):]
+open(opts["--log-file"], "w").write("\\n".join([*lines[start:start + 3], second]) + "\\n")
+sys.exit(rc)
+"""
+
+
+def fake_ncu(tmp_path: Path) -> str:
+    script = tmp_path / "ncu"
+    script.write_text(f"#!{sys.executable}\n" + FAKE_NCU)
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    (tmp_path / "ncu.csv").write_text((DATA / "ncu_raw_h200_vector_add.csv").read_text())
+    return str(script)
+
+
+def profiler(tmp_path: Path) -> NcuProfiler:
+    root = tmp_path / "bundle"
+    root.mkdir()
+    (root / "harness.py").write_text(HARNESS)
+    cases = [CaseSpec(case_id="a", parameters={"n": 8}), CaseSpec(case_id="b", parameters={"n": 9})]
+    env = {"TRITON_INTERPRET": "1"}
+    bundle = HarnessBundle(
+        root=root, cases=cases, target={"backend": "cuda", "environment": env}, environment=env
+    )
+    return NcuProfiler(Evaluator(bundle), ncu_command=fake_ncu(tmp_path))
+
+
+def test_one_launch_per_case_is_profiled_under_ncu_and_the_next_child_is_prestarted(tmp_path):
+    p = profiler(tmp_path)
+    assert p.unavailable() is None
+    cases = p.ev.bundle.cases
+    try:
+        result = p.profile("c001", KERNEL, cases, "add_kernel", Level.SUMMARY, 120, tmp_path / "k")
+        assert [e.case_id for e in result.events] == ["a", "b"], result.diagnostics
+        for e in result.events:
+            m = {x.name: x for x in e.metrics}
+            assert abs(m[ncu.DURATION].value - 44.64) < 0.01 and m[ncu.DURATION].source == "ncu"
+            assert m[ncu_child.PROFILING_WALL].value > 0 and m[ncu_child.CHILD_WALL].value > 0
+            assert e.diagnostics.startswith("ncu summary set: launch 2 of add_kernel")
+            assert Path(e.artifacts[0]).name == "ncu-summary.csv"
+        assert p._ready is not None and p._ready.kernel == "add_kernel"  # waiting for the next
+        again = p.profile("c002", KERNEL, cases[:1], "add_kernel", Level.SUMMARY, 120)
+        assert len(again.events) == 1 and again.events[0].metrics[0].value is not None
+    finally:
+        p.close()
+    assert p._ready is None
+
+
+def test_a_metric_ncu_does_not_know_is_dropped_null_with_a_diagnostic_and_the_run_repeated(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setitem(ncu_child.METRICS, Level.DEEP, (*ncu.SUMMARY_METRICS, "bogus__metric.sum"))
+    p = profiler(tmp_path)
+    try:
+        result = p.profile("baseline", KERNEL, p.ev.bundle.cases[:1], "add_kernel", Level.DEEP, 120)
+    finally:
+        p.close()
+    (e,) = result.events
+    m = {x.name: x for x in e.metrics}
+    assert m[ncu.DURATION].value is not None
+    assert m["bogus__metric.sum"].value is None
+    assert "bogus__metric.sum is not supported by this GPU or ncu" in e.diagnostics
+    assert p.unsupported == ["bogus__metric.sum"]
+
+
+def test_ncu_is_unavailable_on_a_cpu_target(tmp_path):
+    root = tmp_path / "b"
+    root.mkdir()
+    bundle = HarnessBundle(root=root, cases=[], target={"backend": "cpu"})
+    assert "unavailable on this target" in NcuProfiler(Evaluator(bundle)).unavailable()
