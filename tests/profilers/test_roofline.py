@@ -52,9 +52,8 @@ def test_devices_without_measurements_use_datasheet_and_cpu_has_none():
 
 
 def test_tuned_softmax_reaches_95_percent_of_the_copy_ceiling():
-    time_us = (
-        SOFTMAX_BYTES / 4.04e12 * 1e6
-    )  # docs/MEASUREMENTS.md: best num_warps reached 4.04 TB/s
+    # docs/MEASUREMENTS.md: the best num_warps reached 4.04 TB/s
+    time_us = SOFTMAX_BYTES / 4.04e12 * 1e6
     point = roofline(lookup_device("NVIDIA H200"), time_us, bytes_moved=SOFTMAX_BYTES)
     assert point.achieved_bytes_per_s == pytest.approx(4.04e12)
     assert point.bandwidth_fraction == pytest.approx(4.04 / 4.24)
