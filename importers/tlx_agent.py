@@ -27,6 +27,7 @@ from typing import Any, cast
 
 from tlxstore.errors import ImportFormatError
 from tlxstore.events import (
+    TLX_DEFAULT_THRESHOLDS,
     BenchmarkSampled,
     CandidateProposed,
     CaseVerified,
@@ -40,7 +41,6 @@ from tlxstore.events import (
     RunStarted,
     SourceStored,
     StoppingReason,
-    Thresholds,
     ToolVersions,
 )
 from tlxstore.hashing import digest_bytes, digest_json, digest_text
@@ -48,16 +48,6 @@ from tlxstore.hashing import digest_bytes, digest_json, digest_text
 EXPERIMENTS = "experiments.json"
 DEVICE_KIND = "unknown (TLX agent import)"
 PROVIDER = "tlx-agent"
-# The TLX agent's OptimizationBudget defaults: the folder does not record the values it ran with.
-TLX_DEFAULT_THRESHOLDS = Thresholds(
-    max_rounds=5,
-    candidates_per_round=2,
-    max_candidate_seconds=600,
-    max_total_seconds=3600,
-    min_speedup=1.01,
-    max_cv=0.10,
-    benchmark_repetitions=10,
-)
 _OUTCOMES = {
     "baseline": Outcome.PROMOTED,
     "promoted": Outcome.PROMOTED,

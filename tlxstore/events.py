@@ -20,7 +20,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -106,6 +106,19 @@ class Thresholds(Frozen):
     benchmark_repetitions: int = Field(gt=0)
 
 
+TLX_DEFAULT_THRESHOLDS = Thresholds(
+    max_rounds=5,
+    candidates_per_round=2,
+    max_candidate_seconds=600,
+    max_total_seconds=3600,
+    min_speedup=1.01,
+    max_cv=0.10,
+    benchmark_repetitions=10,
+)
+"""The TLX agent's OptimizationBudget defaults: tlxdb's flag defaults, and what an imported TLX
+agent folder (which does not record its values) is taken to have run with."""
+
+
 class ValidationCheck(Frozen):
     name: str
     passed: bool
@@ -184,12 +197,10 @@ class SourceStored(Event):
     size_bytes: int
 
 
-class CandidateProposed(Event):
-    type: Literal["CandidateProposed"] = "CandidateProposed"
-    candidate_id: str  # unique within the run: "baseline", "c001", ...
-    parent_id: str | None
-    round: int  # 0 for the baseline
-    provider: str
+class Hypothesis(Frozen):
+    """Why a candidate should be faster, in its provider's words. A provider's Proposal and the
+    CandidateProposed event recording it share these fields."""
+
     hypothesis: str
     evidence: str = ""
     change: str = ""
@@ -198,8 +209,12 @@ class CandidateProposed(Event):
     hypothesis_kind: str = "unspecified"
     commit_title: str | None = None
     commit_summary: str | None = None
-    source_hash: str
-    normalized_hash: str
+
+
+class ProposalRecord(Frozen):
+    """How a provider came to a candidate: its configuration, the prompt and model exchange, what
+    they cost, the recorded candidate it re-proposes. Shared by Proposal and CandidateProposed."""
+
     knobs: dict[str, Any] = {}  # the configuration signature (knob -> value), when known
     prompt_hash: str | None = None
     exchange_id: str | None = None  # the ModelExchanged event that produced it
@@ -207,6 +222,19 @@ class CandidateProposed(Event):
     tokens_out: int | None = None
     cost_usd: float | None = None
     replays: str | None = None  # "run_id/candidate_id" this candidate re-proposes
+
+
+class CandidateProposed(ProposalRecord, Hypothesis, Event):
+    """A candidate and why: its place in the run, the provider's Hypothesis and ProposalRecord
+    fields, and its source hashes (the text is a SourceStored event)."""
+
+    type: Literal["CandidateProposed"] = "CandidateProposed"
+    candidate_id: str  # unique within the run: "baseline", "c001", ...
+    parent_id: str | None
+    round: int  # 0 for the baseline
+    provider: str
+    source_hash: str
+    normalized_hash: str
 
 
 class ModelExchanged(Event):
@@ -417,29 +445,9 @@ AnyEvent = Annotated[
 ]
 
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.model_fields["type"].default: cls
-    for cls in (
-        RunStarted,
-        BundleValidated,
-        SourceStored,
-        CandidateProposed,
-        ModelExchanged,
-        DuplicateDetected,
-        BuildFinished,
-        CaseVerified,
-        BenchmarkSampled,
-        ProfileCollected,
-        RooflineAssessed,
-        IntegrityFlagged,
-        InfrastructureFailed,
-        DecisionMade,
-        ExclusionRecorded,
-        FinalistRevalidated,
-        CommitAttempted,
-        SearchEnded,
-        RunFinished,
-    )
+    cls.model_fields["type"].default: cls for cls in get_args(get_args(AnyEvent)[0])
 }
+"""Every event class by its `type`, in the order of the AnyEvent union."""
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(AnyEvent)
 

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from optimizer.bundle.spec import CaseSpec, TargetSpec
 from optimizer.evaluation.requests import HarnessBundle
 from tlxstore.errors import ConfigError, TlxdbError
-from tlxstore.events import Thresholds
+from tlxstore.events import TLX_DEFAULT_THRESHOLDS, Thresholds
 from tlxstore.hashing import digest_file, digest_json
 
 HARNESS = "harness.py"
@@ -308,15 +308,8 @@ def read_kernel(path: Path) -> str:
     return text
 
 
-FLAG_DEFAULTS: dict[str, float | int] = {
-    "max_rounds": 5,
-    "candidates_per_round": 2,
-    "max_candidate_seconds": 600.0,
-    "max_total_seconds": 3600.0,
-    "min_speedup": 1.01,
-    "max_cv": 0.10,
-    "benchmark_repetitions": 10,
-}
+# The budget flags' defaults are the TLX agent's.
+FLAG_DEFAULTS: dict[str, float | int] = TLX_DEFAULT_THRESHOLDS.model_dump()
 
 
 def budget_overrides(flags: dict[str, float | int | None], paths: BundlePaths) -> list[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -67,6 +68,27 @@ def cv(samples_us: Sequence[float]) -> float:
     mean = math.fsum(s) / len(s)
     var = math.fsum((x - mean) ** 2 for x in s) / (len(s) - 1)
     return math.sqrt(var) / mean
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The numbers of one case's samples, as everything tlxdb shows them (the result, the live
+    log, the provider's context) and as queries/views/case_results.sql computes them in SQL."""
+
+    samples: int
+    median_us: float
+    p95_us: float
+    cv: float
+
+
+def summarize(samples_us: Sequence[float]) -> Summary:
+    """Count, median, p95 and CV of one case's samples."""
+    return Summary(len(samples_us), median(samples_us), p95(samples_us), cv(samples_us))
+
+
+def per_case(samples_by_case: Mapping[str, Sequence[float]]) -> dict[str, Summary]:
+    """summarize() of every case that has samples, in the mapping's order."""
+    return {case: summarize(s) for case, s in samples_by_case.items() if len(s)}
 
 
 def weighted_geomean(values: Sequence[float], weights: Sequence[float]) -> float:

@@ -17,7 +17,7 @@ from optimizer.bundle.spec import CaseSpec, TargetSpec
 # rows of the store lookups (queries/models.py), used in the context as they come
 from queries.models import Exclusion, MeasuredCandidate
 from tlxstore.errors import TlxdbError
-from tlxstore.events import DeviceInfo, Event, ProfileMetric
+from tlxstore.events import DeviceInfo, Event, Hypothesis, ProfileMetric, ProposalRecord
 
 
 class ProviderError(TlxdbError):
@@ -61,25 +61,12 @@ class ProviderContext(_Model):
     peak_flops_per_s: float | None = None
 
 
-class Proposal(_Model):
-    """One candidate: the complete source and why it should be faster."""
+class Proposal(ProposalRecord, Hypothesis):
+    """One candidate: the complete source, why it should be faster (Hypothesis) and how the
+    provider came to it (ProposalRecord); the loop records it as CandidateProposed."""
 
     source: str
     hypothesis: str = Field(min_length=1)
-    evidence: str = ""
-    change: str = ""
-    expected_effect: str = ""
-    risk: str = ""
-    hypothesis_kind: str = "unspecified"
-    commit_title: str | None = None
-    commit_summary: str | None = None
-    knobs: dict[str, Any] = {}
-    prompt_hash: str | None = None
-    exchange_id: str | None = None
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    cost_usd: float | None = None
-    replays: str | None = None
 
 
 class SearchExhausted(_Model):

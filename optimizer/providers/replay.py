@@ -29,6 +29,7 @@ from optimizer.providers.base import (
     SearchExhausted,
 )
 from optimizer.providers.support import parse_options
+from tlxstore.events import Hypothesis
 from tlxstore.fold import fold
 
 
@@ -75,14 +76,7 @@ class ReplayProvider:
                     p.source_hash,
                     Proposal(
                         source=stored.text,
-                        hypothesis=p.hypothesis,
-                        evidence=p.evidence,
-                        change=p.change,
-                        expected_effect=p.expected_effect,
-                        risk=p.risk,
-                        hypothesis_kind=p.hypothesis_kind,
-                        commit_title=p.commit_title,
-                        commit_summary=p.commit_summary,
+                        **p.model_dump(include=set(Hypothesis.model_fields)),
                         knobs=p.knobs,
                         replays=f"{run_id}/{p.candidate_id}",
                     ),

@@ -129,9 +129,10 @@ def describe(env: Envelope, state: RunState) -> str | None:
             if not s:
                 return None
             block = f" block {e.block}" if e.phase == Phase.REVALIDATION else ""
+            n = stats.summarize(s)
             return (
-                f"{e.candidate_id} bench {e.case_id}{block}: median {stats.median(s):.1f} us, "
-                f"p95 {stats.p95(s):.1f} us, CV {stats.cv(s):.3f} ({len(s)} samples)"
+                f"{e.candidate_id} bench {e.case_id}{block}: median {n.median_us:.1f} us, "
+                f"p95 {n.p95_us:.1f} us, CV {n.cv:.3f} ({n.samples} samples)"
             )
         case ProfileCollected():
             return _profile_line(e, state)

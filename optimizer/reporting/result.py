@@ -5,6 +5,7 @@ Invariant: `result_from_state` is a pure function of the folded run.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -108,15 +109,8 @@ class RunResult(BaseModel):
 def case_numbers(c: CandidateState, phase: Phase | None) -> list[CaseNumbers]:
     """Median, p95 and CV per case of one candidate's samples (optionally of one phase)."""
     return [
-        CaseNumbers(
-            case_id=case_id,
-            median_us=stats.median(s),
-            p95_us=stats.p95(s),
-            cv=stats.cv(s),
-            samples=len(s),
-        )
-        for case_id, s in c.samples_by_case(phase).items()
-        if s
+        CaseNumbers(case_id=case_id, **asdict(n))
+        for case_id, n in stats.per_case(c.samples_by_case(phase)).items()
     ]
 
 

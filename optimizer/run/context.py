@@ -26,14 +26,13 @@ def case_results(c: CandidateState, phase: Phase | None = None) -> list[CaseResu
     return [
         CaseResult(
             case_id=case_id,
-            median_us=stats.median(s),
-            p95_us=stats.p95(s),
-            cv=stats.cv(s),
+            median_us=n.median_us,
+            p95_us=n.p95_us,
+            cv=n.cv,
             bytes_moved=declared[case_id].bytes_moved,
             flops=declared[case_id].flops,
         )
-        for case_id, s in c.samples_by_case(phase).items()
-        if s
+        for case_id, n in stats.per_case(c.samples_by_case(phase)).items()
     ]
 
 

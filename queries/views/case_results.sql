@@ -1,5 +1,6 @@
 -- Per run, candidate, case and phase: sample count, median, p95 (linear interpolation) and
--- CV (sample standard deviation over the mean; 0 for one sample), as optimizer/stats.py defines them.
+-- CV (sample standard deviation over the mean; 0 for one sample): stats.summarize() of
+-- optimizer/decision/stats.py in SQL (tests/queries/test_views.py holds them equal).
 SELECT
     run_id,
     candidate_id,

@@ -34,6 +34,13 @@ def test_cv_of_one_sample_is_zero_and_no_samples_is_an_error():
         stats.median([])
 
 
+def test_per_case_summarizes_each_case_with_samples_in_order():
+    got = stats.per_case({"b": [3.0, 1.0, 2.0], "empty": [], "a": [4.0]})
+    assert list(got) == ["b", "a"]
+    assert got["b"] == stats.Summary(samples=3, median_us=2.0, p95_us=2.9, cv=0.5)
+    assert got["a"] == stats.Summary(samples=1, median_us=4.0, p95_us=4.0, cv=0.0)
+
+
 def test_weighted_geomean_weights_cases():
     assert stats.weighted_geomean([2.0, 0.5], [1.0, 1.0]) == pytest.approx(1.0)
     assert stats.weighted_geomean([4.0, 1.0], [1.0, 3.0]) == pytest.approx(4.0**0.25)
