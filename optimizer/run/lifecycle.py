@@ -26,6 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+import queries
 from importers import import_paths
 from importers.tlx_agent import is_tlx_folder
 from optimizer.bundle import validation
@@ -373,6 +374,7 @@ def optimize(
         prep = prepare(request.kernel, request.bundle, request.flags, request.arch, ws)
         snapshot = _vcs_snapshot(request, ws.scratch_dir)
         store = Store(request.store)
+        queries.persist_views(store)  # a store the run creates holds the views too
         priors = [run_id for ref in request.prior_runs for run_id in resolve_prior(store, ref)]
         run_id = new_run_id()
         out = _output_dir(request, store, run_id)

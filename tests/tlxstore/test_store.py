@@ -450,3 +450,19 @@ def test_a_reader_sees_a_bulk_ingest_another_store_object_made_after_its_last_re
     writer.ingest(bulk)
     assert reader.query(count).column("n")[0].as_py() == 96
     assert writer.projection_lag() == 0
+
+
+def test_a_store_that_cannot_be_written_keeps_its_stored_views(store_path):
+    store = Store(store_path)
+    assert store.define_views([("one", "SELECT 1 AS x")], "d1") is True
+    assert store.define_views([("one", "SELECT 1 AS x")], "d1") is False  # current: no write
+    store.close()
+    with _unwritable(store_path):
+        ro = Store(store_path, create=False)
+        assert ro.define_views([("two", "SELECT 2 AS x")], "d2") is False
+        assert ro.query("SELECT x FROM one").column("x").to_pylist() == [1]
+    con = duckdb.connect(str(store_path), read_only=True)
+    assert con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall() == [
+        ("one",)
+    ]
+    con.close()

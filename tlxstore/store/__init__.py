@@ -43,7 +43,7 @@ from tlxstore import codec
 from tlxstore.errors import QueryError, StoreError, UnknownRunError
 from tlxstore.events import Envelope
 from tlxstore.runlog import log_path, read_envelopes
-from tlxstore.store import generation, projection, reading, schema
+from tlxstore.store import generation, projection, reading, schema, views
 from tlxstore.store.connection import Connections
 from tlxstore.store.ingest import IngestTimings, append_new, incoming_table
 from tlxstore.store.sql import ALIAS, arrow, one_line, store_sql
@@ -193,6 +193,33 @@ class Store(Connections):
             self._projected_at = self.generation()
             yield con
 
+    # ---- stored views -------------------------------------------------------------------
+    def define_views(self, definitions: Sequence[tuple[str, str]], digest: str) -> bool:
+        """Store `definitions` (name, SELECT; each after those it reads) as the file's views,
+        unless it already holds the set named `digest`; returns whether they were replaced.
+        A store that cannot be written keeps the views it has (tlxdb's queries define their
+        own on every call). Replacing them does not change what any query answers, so the
+        store's generation stays as it is."""
+        if self._v1_read_only:
+            return False
+        with self._connect(write=False) as con:
+            if views.stored_digest(con) == digest:
+                return False
+        with ExitStack() as stack:
+            try:
+                con = stack.enter_context(self._connect(write=True))
+            except StoreError:
+                return False
+            if views.stored_digest(con) == digest:
+                return False  # another process did it while we waited for the lock
+            try:
+                views.replace_all(con, definitions, digest)
+            except duckdb.Error as exc:
+                raise StoreError(
+                    f"the views of store {self.path} cannot be stored: {one_line(exc)}"
+                ) from None
+        return True
+
     # ---- reading ------------------------------------------------------------------------
     def query(
         self,
@@ -215,18 +242,26 @@ class Store(Connections):
                 raise QueryError(f"the query failed: {one_line(exc)}") from None
 
     def query_many(
-        self, statements: Sequence[tuple[str, Mapping[str, Any] | Sequence[Any] | None]]
+        self,
+        statements: Sequence[tuple[str, Mapping[str, Any] | Sequence[Any] | None]],
+        views: Mapping[str, str] | None = None,
     ) -> list[pa.Table]:
         """Several read-only SELECTs in one visit to the store (one attach: the later ones find
-        the table metadata warm). Each is checked as `query` checks one."""
+        the table metadata warm). Each is checked as `query` checks one; `views` are defined
+        once, as temporary views, for all of them."""
         with self._reading() as con:
             out = []
-            for sql, params in statements:
-                reading.check_read_only(con, sql)
-                try:
+            try:
+                for name, body in (views or {}).items():
+                    con.execute(f'CREATE TEMPORARY VIEW "{name}" AS {body}')
+                for sql, params in statements:
+                    reading.check_read_only(con, sql)
                     out.append(arrow(con.execute(sql, params)))
-                except duckdb.Error as exc:
-                    raise QueryError(f"the query failed: {one_line(exc)}") from None
+            except duckdb.Error as exc:
+                raise QueryError(f"the query failed: {one_line(exc)}") from None
+            finally:
+                for name in views or {}:
+                    con.execute(f'DROP VIEW IF EXISTS temp."{name}"')
             return out
 
     def run_envelopes(self, run_id: str) -> list[Envelope]:
