@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from tlxstore.store import Store
+from tlxstore.store.connection import Sandbox
 
 
 def _folder(kind: str):  # noqa: ANN202 - an importlib Traversable
@@ -80,10 +81,14 @@ def views_for(sql: str) -> dict[str, str]:
 
 
 def query(
-    store: Store, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None
+    store: Store,
+    sql: str,
+    params: Mapping[str, Any] | Sequence[Any] | None = None,
+    *,
+    sandbox: Sandbox | None = None,
 ) -> pa.Table:
-    """Run one read-only SELECT over the store's views."""
-    return store.query(sql, params, views=views_for(sql))
+    """Run one read-only SELECT over the store's views (SQL a user typed: in a `sandbox`)."""
+    return store.query(sql, params, views=views_for(sql), sandbox=sandbox)
 
 
 def view(store: Store, name: str) -> pa.Table:

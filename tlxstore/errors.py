@@ -70,6 +70,10 @@ class QueryError(StoreError):
     """The query failed."""
 
 
+class QueryFenceError(QueryError):
+    """The query reached for something outside its sandbox (a file, an extension)."""
+
+
 class UnknownRunError(TlxdbError):
     """No such run in the store."""
 

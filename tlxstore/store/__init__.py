@@ -40,11 +40,11 @@ import duckdb
 import pyarrow as pa
 
 from tlxstore import codec
-from tlxstore.errors import QueryError, StoreError, UnknownRunError
+from tlxstore.errors import QueryError, QueryFenceError, StoreError, UnknownRunError
 from tlxstore.events import Envelope
 from tlxstore.runlog import log_path, read_envelopes
 from tlxstore.store import generation, projection, reading, schema, views
-from tlxstore.store.connection import Connections
+from tlxstore.store.connection import Connections, Sandbox
 from tlxstore.store.ingest import IngestTimings, append_new, incoming_table
 from tlxstore.store.sql import ALIAS, arrow, one_line, store_sql
 
@@ -165,11 +165,12 @@ class Store(Connections):
             return projection.lag(con)
 
     @contextmanager
-    def _reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _reading(self, sandbox: Sandbox | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-only session whose projections hold every stored event: when some are behind,
         they are projected first under the exclusive lock, and the read runs under that lock
-        (the store attached read-only again), so no write can come between."""
-        with self._connect(write=False) as con:
+        (the store attached read-only again), so no write can come between. With a sandbox the
+        session is a fenced instance of its own (connection.Sandbox)."""
+        with self._connect(write=False, sandbox=sandbox) as con:
             # Under the shared lock the generation cannot move; no ingest since a generation
             # seen without lag means none now (a pass only ever lowers the lag).
             seen = self.generation()
@@ -189,7 +190,10 @@ class Store(Connections):
             projection.catch_up(con)
             con.execute("USE memory")
             con.execute(f"DETACH {ALIAS}")
-            self._attach(con, write=False)
+            if sandbox is None:
+                self._attach(con, write=False)
+            else:
+                con = stack.enter_context(self._sandboxed(sandbox))
             self._projected_at = self.generation()
             yield con
 
@@ -226,9 +230,12 @@ class Store(Connections):
         sql: str,
         params: Mapping[str, Any] | Sequence[Any] | None = None,
         views: Mapping[str, str] | None = None,
+        *,
+        sandbox: Sandbox | None = None,
     ) -> pa.Table:
-        """Run one read-only SELECT; `views` (name -> SELECT) are defined as temporary views first."""
-        with self._reading() as con:
+        """Run one read-only SELECT; `views` (name -> SELECT) are defined as temporary views first.
+        SQL a user typed runs in a `sandbox` (connection.Sandbox)."""
+        with self._reading(sandbox) as con:
             reading.check_read_only(con, sql)
             try:
                 for name, body in (views or {}).items():
@@ -238,6 +245,10 @@ class Store(Connections):
                 finally:
                     for name in views or {}:
                         con.execute(f'DROP VIEW IF EXISTS temp."{name}"')
+            except duckdb.PermissionException as exc:
+                raise QueryFenceError(
+                    f"the query reached outside the store: {one_line(exc)}"
+                ) from None
             except duckdb.Error as exc:
                 raise QueryError(f"the query failed: {one_line(exc)}") from None
 

@@ -2,7 +2,12 @@
 each call ATTACHes the store file (read-only or read-write) under the store lock
 (`tlxstore/locking.py`) and DETACHes it before releasing: a few ms, where opening a new DuckDB
 instance per call costs tens. A backend (tlxstore/ducklake.py) overrides the three hooks:
-`_new_instance`, `_attach_statement` and `_schema_sql`."""
+`_new_instance`, `_attach_statement` and `_schema_sql`.
+
+SQL a user typed (`tlxdb query`) runs in a sandbox instead: a DuckDB instance of its own for the one
+query, the store attached read-only, extensions neither installed nor loaded, files beyond the
+store out of reach (unless the user allows reading files), and its configuration locked, so no
+statement can undo any of it. The statement check (reading.check_read_only) comes on top."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
@@ -20,6 +26,14 @@ from tlxstore.config import settings
 from tlxstore.errors import StoreBusyError, StoreError, StoreTooNewError
 from tlxstore.locking import store_lock
 from tlxstore.store.sql import ALIAS, one_line, sql_quoted, store_sql
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How far SQL a user typed may reach: the store alone, or also files (`allow_files`: reading
+    the user's own files with read_parquet or read_csv; never writing, never extensions)."""
+
+    allow_files: bool = False
 
 
 class Connections:
@@ -47,7 +61,18 @@ class Connections:
         self.close()
 
     @contextmanager
-    def _connect(self, write: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _connect(
+        self, write: bool, sandbox: Sandbox | None = None
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The store attached under its lock; with a sandbox, read-only in a fenced instance."""
+        if sandbox is not None:
+            with (
+                self._mutex,
+                store_lock(self.path, exclusive=False, timeout_s=self.lock_timeout_s),
+                self._sandboxed(sandbox) as con,
+            ):
+                yield con
+            return
         with self._mutex, store_lock(self.path, exclusive=write, timeout_s=self.lock_timeout_s):
             if self._instance is None:
                 self._instance = self._new_instance()
@@ -58,7 +83,7 @@ class Connections:
             finally:
                 try:
                     con.execute("USE memory")
-                    con.execute(f"DETACH {ALIAS}")
+                    con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
                     for kind, name in (
                         []
                         if not write
@@ -72,6 +97,22 @@ class Connections:
                 except duckdb.Error:
                     con.close()  # never reuse an instance in doubt
                     self._instance = None
+
+    @contextmanager
+    def _sandboxed(self, sandbox: Sandbox) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A DuckDB instance of its own with the store attached read-only, fenced as the module
+        says, closed after the block. The caller holds the store lock."""
+        con = self._new_instance()  # a backend loads its own extensions here, before the fence
+        try:
+            con.execute("SET autoinstall_known_extensions = false")
+            con.execute("SET autoload_known_extensions = false")
+            self._attach(con, write=False)
+            if not sandbox.allow_files:  # an attached DuckLake still reads its own data files
+                con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
+            yield con
+        finally:
+            con.close()
 
     def _new_instance(self) -> duckdb.DuckDBPyConnection:
         """The in-memory DuckDB instance the store is attached to (a backend may load extensions).
