@@ -74,6 +74,7 @@ class Store(Connections):
             with self._connect(write=True) as con:
                 schema.create(con, self.path, self._schema_sql())
         with self._connect(write=False) as con:
+            self._check_intact(con)
             version = schema.stored_version(con, self.path)
         if version < schema.STORE_SCHEMA_VERSION:
             self._upgrade()
@@ -91,6 +92,11 @@ class Store(Connections):
                 self._v1_read_only = True
                 return
             schema.upgrade(con)
+
+    def check_writable(self) -> None:
+        """Raise StoreError unless this process can write the store (before a run does work)."""
+        with self._connect(write=True):
+            pass
 
     @property
     def schema_version(self) -> int:
@@ -250,7 +256,7 @@ class Store(Connections):
                     f"the query reached outside the store: {one_line(exc)}"
                 ) from None
             except duckdb.Error as exc:
-                raise QueryError(f"the query failed: {one_line(exc)}") from None
+                raise self.damage(exc) or QueryError(f"the query failed: {one_line(exc)}") from None
 
     def query_many(
         self,
@@ -269,7 +275,7 @@ class Store(Connections):
                     reading.check_read_only(con, sql)
                     out.append(arrow(con.execute(sql, params)))
             except duckdb.Error as exc:
-                raise QueryError(f"the query failed: {one_line(exc)}") from None
+                raise self.damage(exc) or QueryError(f"the query failed: {one_line(exc)}") from None
             finally:
                 for name in views or {}:
                     con.execute(f'DROP VIEW IF EXISTS temp."{name}"')

@@ -23,7 +23,7 @@ from typing import Self
 import duckdb
 
 from tlxstore.config import settings
-from tlxstore.errors import StoreBusyError, StoreError, StoreTooNewError
+from tlxstore.errors import StoreBusyError, StoreDamagedError, StoreError, StoreTooNewError
 from tlxstore.locking import store_lock
 from tlxstore.store.sql import ALIAS, one_line, sql_quoted, store_sql
 
@@ -34,6 +34,11 @@ class Sandbox:
     the user's own files with read_parquet or read_csv; never writing, never extensions)."""
 
     allow_files: bool = False
+
+
+# How DuckDB tells of a damaged file: a block cut off, or one whose checksum fails.
+_DAMAGE_SIGNS = ("Could not read enough bytes", "Corrupt database file")
+_HEADER_BYTES = 3 * 4096  # a DuckDB file's main header and its two database headers
 
 
 class Connections:
@@ -64,7 +69,50 @@ class Connections:
     def _connect(
         self, write: bool, sandbox: Sandbox | None = None
     ) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The store attached under its lock; with a sandbox, read-only in a fenced instance."""
+        """The store attached under its lock; with a sandbox, read-only in a fenced instance.
+        A DuckDB error that shows the file damaged leaves as StoreDamagedError."""
+        try:
+            with self._attached(write, sandbox) as con:
+                yield con
+        except duckdb.Error as exc:
+            damage = self.damage(exc)
+            if damage is None:
+                raise
+            raise damage from None
+
+    def damage(self, exc: BaseException) -> StoreDamagedError | None:
+        """A StoreDamagedError naming the file and what to do, when `exc` shows the file
+        damaged (cut short, or a block whose checksum fails); else None."""
+        text = str(exc)
+        if not any(sign in text for sign in _DAMAGE_SIGNS):
+            return None
+        return StoreDamagedError(
+            f"store {self.path} is damaged ({one_line(exc)}); restore it from a backup, or move "
+            "it aside and rebuild it with `tlxdb import` of your runs' output folders"
+        )
+
+    def _check_intact(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Refuse a store file shorter than the blocks its header counts (a copy cut short):
+        at open, before any command has done work, not at the first read of a missing block."""
+        row = con.execute(
+            "SELECT block_size, total_blocks FROM pragma_database_size() WHERE database_name = ?",
+            [ALIAS],
+        ).fetchone()
+        if row is None or not row[0] or self.path.with_name(self.path.name + ".wal").exists():
+            return  # a DuckLake (it checks its files as it reads), or blocks still in a WAL
+        expected = _HEADER_BYTES + int(row[0]) * int(row[1])
+        size = self.path.stat().st_size
+        if size < expected:
+            raise StoreDamagedError(
+                f"store {self.path} is damaged (cut short: {size} of {expected} bytes); restore "
+                "it from a backup, or move it aside and rebuild it with `tlxdb import` of your "
+                "runs' output folders"
+            )
+
+    @contextmanager
+    def _attached(
+        self, write: bool, sandbox: Sandbox | None
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
         if sandbox is not None:
             with (
                 self._mutex,
@@ -176,11 +224,22 @@ class Connections:
                     reason in text
                     for reason in ("permission denied", "read-only file system", "not permitted")
                 ):
-                    raise StoreError(f"store {self.path} is not writable") from None
+                    raise StoreError(
+                        f"store {self.path} is not writable; make it writable or choose another store"
+                    ) from None
                 if "newer" in text or ("version" in text and "storage" in text):
                     raise StoreTooNewError(
                         f"store {self.path} was written by a newer DuckDB than {duckdb.__version__}; upgrade tlxdb"
                     ) from None
-                raise StoreError(f"store {self.path} cannot be opened: {one_line(exc)}") from None
+                if "not a valid DuckDB database file" in str(exc):
+                    raise StoreError(
+                        f"store {self.path} cannot be opened: it is not a DuckDB file (damaged, or "
+                        "another program's); move it aside or choose another store"
+                    ) from None
+                raise self.damage(exc) or StoreError(
+                    f"store {self.path} cannot be opened: {one_line(exc)}"
+                ) from None
             except duckdb.Error as exc:
-                raise StoreError(f"store {self.path} cannot be opened: {one_line(exc)}") from None
+                raise self.damage(exc) or StoreError(
+                    f"store {self.path} cannot be opened: {one_line(exc)}"
+                ) from None
