@@ -174,6 +174,11 @@ def _render(result: RunResult, fmt: str) -> None:
     help="Accepted for TLX compatibility; intra-kernel Proton is not collected (a note says so).",
 )
 @click.option("--label", help="A free-text label recorded with the run.")
+@click.option(
+    "--strict-validation",
+    is_flag=True,
+    help="Make every validation warning a failure (for CI pipelines of bundles).",
+)
 def optimize(
     resume_ref: str | None,
     store: Path,
@@ -249,6 +254,7 @@ def _run_request(store: Path, s: dict[str, Any]) -> lifecycle.RunRequest:
         arch=s["arch"],
         argv=sys.argv,
         label=s["label"],
+        strict_validation=s["strict_validation"],
     )
 
 
@@ -273,7 +279,13 @@ def _located(
 @click.command()
 @_bundle_options
 @_budget_options
+@click.option(
+    "--strict-validation",
+    is_flag=True,
+    help="Make every warning a failure (for CI pipelines of bundles).",
+)
 def validate(
+    strict_validation: bool,
     kernel: Path | None,
     bundle_dir: Path | None,
     harness: Path | None,
@@ -284,17 +296,28 @@ def validate(
     arch: str | None,
     **budget_flags: Any,
 ) -> None:
-    """Validate a bundle and kernel alone (docs/CONTRACT.md §1): a pass/fail table; exit 1 on failure."""
+    """Validate a bundle and kernel alone (docs/VALIDATION.md): a PASS/WARN/FAIL table on stdout, each warning once on
+    stderr; exit 1 when a check fails (with --strict-validation, also when one warns).
+
+    \b
+    Examples:
+      tlxdb validate --kernel k.py --bundle b/
+      tlxdb validate --kernel k.py --bundle b/ --strict-validation
+    """
     if kernel is None:
         raise click.ClickException(
             "missing --kernel (the kernel file the bundle is validated with)"
         )
     paths = _located(bundle_dir, harness, cases, target, budget, reference, budget_flags)
-    rep = lifecycle.validate_only(kernel.resolve(), paths, budget_flags, arch)
+    rep = lifecycle.validate_only(
+        kernel.resolve(), paths, budget_flags, arch, strict=strict_validation
+    )
     click.echo(f"device: {rep.device.kind} ({rep.device.backend}, {rep.device.architecture})")
     width = max(len(c.name) for c in rep.checks)
     for c in rep.checks:
-        click.echo(f"{'PASS' if c.passed else 'FAIL'}  {c.name:<{width}}  {c.detail}")
+        click.echo(f"{c.outcome.value.upper():<4}  {c.name:<{width}}  {c.detail}")
+    for line in live.warning_lines(rep.checks):
+        click.echo(line, err=True)
     if not rep.passed:
         failed = next(c for c in rep.checks if not c.passed)
         raise click.ClickException(

@@ -63,31 +63,6 @@ class StoppingReason(StrEnum):
     ERROR = "error"
 
 
-class HypothesisKind(StrEnum):
-    """What kind of change a hypothesis makes: the one vocabulary of CandidateProposed's
-    hypothesis_kind, shared by every provider (the tune provider's knob kinds, a model's reply,
-    an agent's candidate_metadata.json), so reports and exclusions group by it across runs.
-    Events recorded before it may hold other strings; they are read as they are."""
-
-    UNSPECIFIED = "unspecified"  # the provider said nothing (the baseline, older events)
-    LAUNCH_CONFIG = "launch_config"  # several launch knobs at once, autotune configs
-    BLOCK_SIZE = "block_size"  # BLOCK sizes only
-    NUM_WARPS = "num_warps"  # num_warps only
-    NUM_STAGES = "num_stages"  # num_stages only
-    AUTOTUNE_PIN = "autotune_pin"  # one config of an @triton.autotune list pinned
-    TILING = "tiling"  # tile shapes, split-K, program-to-data mapping
-    MEMORY_ACCESS = "memory_access"  # coalescing, vectorization, cache/eviction hints
-    LAYOUT = "layout"  # avoiding layout conversions, reduction axes, epilogue layouts
-    PIPELINING = "pipelining"  # software pipelining, async copies, multi-buffering
-    TMA = "tma"  # tensor descriptors, TMA loads and stores
-    WARP_SPECIALIZATION = "warp_specialization"  # producer/consumer tasks, register reallocation
-    SYNCHRONIZATION = "synchronization"  # barriers, fences, phases
-    SCHEDULING = "scheduling"  # persistent kernels, tile order, L2 swizzle, CLC
-    FUSION = "fusion"  # fusing passes or kernels, removing round trips to memory
-    ALGORITHM = "algorithm"  # a different algorithm or reformulation
-    OTHER = "other"
-
-
 BASELINE_ID = "baseline"  # the candidate id of the untouched kernel in every run
 
 
@@ -144,10 +119,29 @@ TLX_DEFAULT_THRESHOLDS = Thresholds(
 agent folder (which does not record its values) is taken to have run with."""
 
 
+class CheckOutcome(StrEnum):
+    """A validation check passes, warns (it could not prove the bundle safe, nor harmful) or fails
+    (it proved the bundle cannot protect an optimization)."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+
+
 class ValidationCheck(Frozen):
+    """One check of the bundle. `passed` False blocks the run; `warning` marks a check that could
+    not prove its point (a passed check that warns, or under --strict-validation a failed one)."""
+
     name: str
     passed: bool
     detail: str = ""
+    warning: bool = False
+
+    @property
+    def outcome(self) -> CheckOutcome:
+        if not self.passed:
+            return CheckOutcome.FAIL
+        return CheckOutcome.WARN if self.warning else CheckOutcome.PASS
 
 
 class ProfileMetric(Frozen):
@@ -207,9 +201,17 @@ class RunStarted(Event):
 
 
 class BundleValidated(Event):
+    """The bundle's checks before round 1. `strict`: warnings were made failures
+    (--strict-validation)."""
+
     type: Literal["BundleValidated"] = "BundleValidated"
     passed: bool
     checks: list[ValidationCheck]
+    strict: bool = False
+
+    @property
+    def warnings(self) -> list[ValidationCheck]:
+        return [c for c in self.checks if c.warning]
 
 
 class SourceStored(Event):
@@ -231,7 +233,7 @@ class Hypothesis(Frozen):
     change: str = ""
     expected_effect: str = ""
     risk: str = ""
-    hypothesis_kind: str = HypothesisKind.UNSPECIFIED.value  # a HypothesisKind value
+    hypothesis_kind: str = "unspecified"
     commit_title: str | None = None
     commit_summary: str | None = None
 

@@ -117,3 +117,9 @@ def main_kernel_of(event: ProfileCollected) -> str | None:
     if not is_attribution(event):
         return None
     return event.kernel_names[0] if event.kernel_names else None
+
+
+def was_unavailable(event: ProfileCollected) -> bool:
+    """Whether the event says Proton could not run on this target (not that it ran and found
+    no kernel)."""
+    return is_attribution(event) and not event.kernel_names and len(event.metrics) == 1

@@ -14,6 +14,7 @@ from tlxstore.events import (
     BundleValidated,
     CandidateProposed,
     CaseVerified,
+    CheckOutcome,
     CommitAttempted,
     DecisionMade,
     DuplicateDetected,
@@ -29,6 +30,7 @@ from tlxstore.events import (
     RunFinished,
     RunStarted,
     SearchEnded,
+    ValidationCheck,
 )
 from tlxstore.fold import CandidateState, RunState
 
@@ -45,6 +47,11 @@ UNAVAILABLE = "unavailable on this target"
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def warning_lines(checks: list[ValidationCheck]) -> list[str]:
+    """One line per validation check that warned (and did not fail)."""
+    return [f"warning: {c.name}: {c.detail}" for c in checks if c.outcome == CheckOutcome.WARN]
 
 
 def _profile_line(e: ProfileCollected, state: RunState) -> str:
@@ -109,7 +116,10 @@ def describe(env: Envelope, state: RunState) -> str | None:
             failed = [c for c in e.checks if not c.passed]
             if failed:
                 return f"validation failed: {failed[0].name}: {failed[0].detail}"
-            return "validation passed: " + "; ".join(f"{c.name} ok" for c in e.checks)
+            passed = "validation passed: " + "; ".join(
+                f"{c.name} {c.outcome.value}" for c in e.checks
+            )
+            return "\n".join([passed, *warning_lines(e.checks)])
         case CandidateProposed() if e.candidate_id != BASELINE_ID:
             return (
                 f"{e.candidate_id} (round {e.round}, parent {e.parent_id}) hypothesis: {one_line(e.hypothesis)}"

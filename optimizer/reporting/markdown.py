@@ -32,6 +32,23 @@ def experiment_rows(result: RunResult) -> list[list[str]]:
     ]
 
 
+def validation_section(state: RunState) -> list[str]:
+    """The bundle's validation: every check's outcome, warnings spelled out."""
+    v = state.validation
+    if v is None:
+        return []
+    head = f"{'passed' if v.passed else 'failed'}{' (--strict-validation)' if v.strict else ''}"
+    return [
+        "",
+        f"## Validation: {head}, {len(v.warnings)} warning(s)",
+        "",
+        md_table(
+            ["check", "outcome", "detail"],
+            [[c.name, c.outcome.value, one_line(c.detail)] for c in v.checks],
+        ),
+    ]
+
+
 def markdown_report(state: RunState, result: RunResult) -> str:
     s = state.started
     lines = [f"# tlxdb run {result.run_id}", ""]
@@ -62,6 +79,7 @@ def markdown_report(state: RunState, result: RunResult) -> str:
         lines.append(
             f"- commit: {'ok ' + (c.rev_after or '') if c.success else 'failed: ' + c.diagnostics}"
         )
+    lines += validation_section(state)
     final = {c.case_id: c for c in result.final}
     lines += ["", "## Cases (median / p95 in us)", ""]
     lines.append(

@@ -26,7 +26,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-import queries
 from importers import import_paths
 from importers.tlx_agent import is_tlx_folder
 from optimizer.bundle import validation
@@ -104,6 +103,7 @@ class RunRequest(BaseModel):
     arch: str | None = None
     argv: list[str] = []
     label: str | None = None
+    strict_validation: bool = False  # warnings of the bundle's validation become failures
 
     @property
     def provider_name(self) -> str:
@@ -203,7 +203,7 @@ def prepare(
     device = validation.detect_device(
         bundle.target.backend, bundle.target.environment, python, dict(os.environ)
     )
-    validation.check_arch(arch, device)
+    validation.check_arch(arch, device, bundle.target.architecture)
     hard, reach = _peaks(device)
     evaluator = Evaluator(
         frozen.harness,
@@ -370,12 +370,10 @@ def optimize(
     observer: Observer | None = None,
 ) -> RunResult:
     """Validate and freeze the bundle, measure the baseline, run the loop; returns the result."""
-    store = Store(request.store)  # a damaged or unwritable store is refused before any work
-    store.check_writable()
     with Workspace() as ws:
         prep = prepare(request.kernel, request.bundle, request.flags, request.arch, ws)
         snapshot = _vcs_snapshot(request, ws.scratch_dir)
-        queries.persist_views(store)  # a store the run creates holds the views too
+        store = Store(request.store)
         priors = [run_id for ref in request.prior_runs for run_id in resolve_prior(store, ref)]
         run_id = new_run_id()
         out = _output_dir(request, store, run_id)
@@ -393,8 +391,15 @@ def optimize(
             prep.thresholds,
             lambda: run.state.candidates[BASELINE_ID],
             run.append,
+            strict=request.strict_validation,
         )
-        run.append(BundleValidated(passed=all(c.passed for c in checks), checks=checks))
+        run.append(
+            BundleValidated(
+                passed=all(c.passed for c in checks),
+                checks=checks,
+                strict=request.strict_validation,
+            )
+        )
         if not all(c.passed for c in checks):
             raise validation.ValidationFailedError(validation.failure_message(checks))
         out.mkdir(parents=True, exist_ok=True)
@@ -439,7 +444,6 @@ def resume(
     `given`: settings the caller was handed besides the run (refuse_resume_overrides)."""
     refuse_resume_overrides(given or {})
     store = Store(store_path)
-    store.check_writable()
     run_id, out = _locate_run(store, run_ref)
     log = RunLog.open(out / "events.jsonl")
     envelopes = log.envelopes()
@@ -496,7 +500,12 @@ class ValidationReport(BaseModel):
 
 
 def validate_only(
-    kernel: Path, bundle_paths: BundlePaths, flags: dict, arch: str | None = None
+    kernel: Path,
+    bundle_paths: BundlePaths,
+    flags: dict,
+    arch: str | None = None,
+    *,
+    strict: bool = False,
 ) -> ValidationReport:
     """docs/CONTRACT.md §1 validation alone: nothing is written anywhere."""
     with Workspace() as ws:
@@ -516,6 +525,7 @@ def validate_only(
             prep.thresholds,
             lambda: state.candidates[BASELINE_ID],
             emit,
+            strict=strict,
         )
         return ValidationReport(
             passed=all(c.passed for c in checks), device=prep.device, checks=checks

@@ -255,7 +255,7 @@ def test_an_arch_that_does_not_match_the_device_is_refused(tmp_path):
 
     _fails(
         _args(tmp_path, extra=["--arch", "sm_90"]),
-        f"--arch sm_90 does not match the device: cpu-interpreter is {platform.machine()}",
+        f"--arch sm_90 expects sm_9x, but the device (cpu-interpreter) is {platform.machine()}",
         tmp_path,
     )
 
@@ -368,8 +368,8 @@ def test_a_bundle_that_accepts_a_wrong_answer_is_refused(tmp_path):
     )
     _fails(
         _args(tmp_path, bundle=bundle),
-        "bundle validation failed (negative:wrong_answer): verify() accepted a kernel whose stored values are "
-        "off by 1.0: it cannot catch a wrong answer",
+        "bundle validation failed (negative:wrong_output): verify() accepted a kernel whose results are "
+        "NaN: it can pass a wrong kernel",
         tmp_path,
     )
 
@@ -393,12 +393,15 @@ def test_validate_prints_a_pass_fail_table(tmp_path):
     lines = r.stdout.splitlines()
     assert lines[0].startswith("device: cpu-interpreter (cpu, ")
     assert [ln.split()[:2] for ln in lines[1:]] == [
+        ["PASS", "cases:protected"],
         ["PASS", "harness"],
         ["PASS", "baseline:build"],
         ["PASS", "baseline:verify"],
         ["PASS", "baseline:samples"],
+        ["PASS", "baseline:attribution"],
         ["PASS", "baseline:profile"],
         ["PASS", "negative:unbuildable"],
+        ["PASS", "negative:wrong_output"],
         ["PASS", "negative:wrong_answer"],
     ]
     assert "time attributed to add_kernel" in r.stdout
@@ -408,7 +411,9 @@ def test_validate_fails_with_exit_1_and_the_failing_check(tmp_path):
     bundle = vecadd_bundle(tmp_path / "bundle", harness_append="\ndel verify\n")
     r = _invoke(["validate", "--kernel", str(KERNEL), "--bundle", str(bundle)])
     assert r.exit_code == 1
-    assert "FAIL  harness  harness.py: harness.py lacks verify" in r.stdout
+    assert ["FAIL", "harness", "harness.py:", "harness.py", "lacks", "verify"] in [
+        ln.split() for ln in r.stdout.splitlines()
+    ]
     assert (
         r.stderr.strip()
         == "Error: validation failed (harness); the bundle cannot protect an optimization"

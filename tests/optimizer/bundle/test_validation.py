@@ -49,10 +49,28 @@ def test_a_cpu_target_with_the_interpreter_is_the_cpu_interpreter_device():
 
 def test_arch_matches_in_any_spelling_and_a_mismatch_is_named():
     h200 = DeviceInfo(kind="NVIDIA H200", backend="cuda", architecture="sm_90")
-    for spelling in ("sm_90", "SM90", "90"):
+    for spelling in ("sm_90", "SM90", "90", "H100", "h100", "sm90", "hopper", "Hopper", "H200"):
         validation.check_arch(spelling, h200)
+        validation.check_arch(None, h200, target_architecture=spelling)
     with pytest.raises(
         validation.ArchMismatchError,
-        match=r"^--arch sm_100 does not match the device: NVIDIA H200 is sm_90$",
+        match=r"^--arch sm_100 expects sm_10x, but the device \(NVIDIA H200\) is sm_90$",
     ):
         validation.check_arch("sm_100", h200)
+
+
+def test_blackwell_and_amd_aliases_match_their_devices_and_a_mismatch_is_one_line():
+    b200 = DeviceInfo(kind="NVIDIA B200", backend="cuda", architecture="sm_100")
+    for spelling in ("blackwell", "B200", "gb200", "sm_100", "sm100"):
+        validation.check_arch(None, b200, target_architecture=spelling)
+    mi300 = DeviceInfo(kind="AMD Instinct MI300X", backend="hip", architecture="gfx942:sramecc+")
+    for spelling in ("gfx942", "MI300X", "mi300", "cdna3"):
+        validation.check_arch(None, mi300, target_architecture=spelling)
+    with pytest.raises(
+        validation.ArchMismatchError,
+        match=r"^target.json architecture H100 expects sm_9x, but the device \(NVIDIA B200\) is sm_100$",
+    ):
+        validation.check_arch(None, b200, target_architecture="H100")
+    with pytest.raises(validation.ArchMismatchError, match="expects gfx950, but the device"):
+        validation.check_arch(None, mi300, target_architecture="mi355")
+    validation.check_arch(None, b200, target_architecture="some-lab-name")  # not checkable

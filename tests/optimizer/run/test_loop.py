@@ -104,6 +104,7 @@ def test_every_event_is_in_the_store_and_in_the_log(run):
     assert state.validation.passed
     assert {c.name for c in state.validation.checks} >= {
         "negative:unbuildable",
+        "negative:wrong_output",
         "negative:wrong_answer",
     }
 

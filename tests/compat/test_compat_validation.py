@@ -1,0 +1,156 @@
+"""Validation outcomes (docs/VALIDATION.md) on bundles in the TLX agent's shapes: what cannot be
+proven harmful warns once and the run goes on; what can, fails; --strict-validation fails on
+warnings."""
+
+from __future__ import annotations
+
+import json
+
+from compat_cli import bundle, invoke, kernel
+
+from tlxstore.events import CheckOutcome
+from tlxstore.fold import fold
+from tlxstore.store import Store
+
+HOST_WARNINGS = ["baseline:samples", "baseline:profile", "negative:wrong_answer"]
+
+
+def _table(stdout: str) -> dict[str, str]:
+    return {ln.split()[1]: ln.split()[0] for ln in stdout.splitlines()[1:]}
+
+
+def test_a_tlx_host_bundle_validates_with_warnings_printed_once(tmp_path):
+    r = invoke(
+        [
+            "validate",
+            "--kernel",
+            kernel("host_add.py", tmp_path / "src"),
+            "--bundle",
+            bundle("host_synthetic", tmp_path),
+        ]
+    )
+    assert r.exit_code == 0, r.stderr
+    assert _table(r.stdout) == {
+        "cases:protected": "PASS",
+        "harness": "PASS",
+        "baseline:build": "PASS",
+        "baseline:verify": "PASS",
+        "baseline:samples": "WARN",
+        "baseline:attribution": "PASS",
+        "baseline:profile": "WARN",
+        "negative:unbuildable": "PASS",
+        "negative:wrong_output": "PASS",
+        "negative:wrong_answer": "WARN",
+    }
+    assert "synthetic timing" in r.stdout
+    for name in HOST_WARNINGS:
+        assert r.stderr.count(f"warning: {name}: ") == 1, r.stderr
+
+
+def test_a_tlx_host_bundle_optimizes_and_its_warnings_are_in_the_run(tmp_path, wider_blocks):
+    out, store = tmp_path / "out", tmp_path / "s.duckdb"
+    args = [
+        "optimize",
+        "--kernel",
+        kernel("host_add.py", tmp_path / "src"),
+        "--bundle",
+        bundle("host_synthetic", tmp_path),
+        "--store",
+        store,
+        "--output-dir",
+        out,
+        "--provider",
+        wider_blocks,
+        "--no-commit-winner",
+    ]
+    r = invoke(args)
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["winner_id"] == "c001"
+    for name in HOST_WARNINGS:
+        assert r.stderr.count(f"warning: {name}: ") == 1, r.stderr
+    run_id = json.loads(r.stdout)["run_id"]
+    v = fold(Store(store).run_envelopes(run_id)).validation
+    assert v is not None and v.passed and not v.strict
+    assert [c.name for c in v.warnings] == HOST_WARNINGS
+    assert all(c.outcome == CheckOutcome.WARN for c in v.warnings)
+    shown = invoke(["show", run_id, "--store", store])
+    assert shown.stdout.count("warning: baseline:profile: ") == 1
+    report = (out / "report.md").read_text()
+    assert "## Validation: passed, 3 warning(s)" in report
+    assert "| baseline:profile | warn |" in report
+
+
+def test_strict_validation_makes_a_warning_a_failure_and_writes_nothing(tmp_path):
+    out = tmp_path / "out"
+    r = invoke(
+        [
+            "optimize",
+            "--kernel",
+            kernel("host_add.py", tmp_path / "src"),
+            "--bundle",
+            bundle("host_synthetic", tmp_path),
+            "--store",
+            tmp_path / "s.duckdb",
+            "--output-dir",
+            out,
+            "--no-commit-winner",
+            "--strict-validation",
+        ]
+    )
+    assert r.exit_code == 1
+    assert r.stderr.strip().splitlines()[-1] == (
+        "Error: bundle validation failed (baseline:samples): constant samples (CV 0) in every "
+        "case: the harness reports synthetic timing, not a measurement; speedups will be whatever "
+        "it reports (--strict-validation)"
+    )
+    assert not out.exists()
+
+
+ACCEPTS_ANYTHING = """
+
+def verify(artifact, case):
+    return True
+
+
+def profile(artifact, case):
+    raise RuntimeError("no profiler on this host")
+"""
+
+
+def test_a_verify_that_accepts_everything_fails_even_on_a_host_path(tmp_path):
+    r = invoke(
+        [
+            "validate",
+            "--kernel",
+            kernel("host_add.py", tmp_path / "src"),
+            "--bundle",
+            bundle("host_synthetic", tmp_path, harness_append=ACCEPTS_ANYTHING),
+        ]
+    )
+    assert r.exit_code == 1
+    table = _table(r.stdout)
+    assert table["negative:wrong_output"] == "FAIL" and table["baseline:profile"] == "WARN"
+    assert "profile raised: RuntimeError: no profiler on this host" in r.stdout
+    assert (
+        "verify() accepted a kernel whose results are NaN (the kernel's code never ran): "
+        "it can pass a wrong kernel" in r.stdout
+    )
+    assert r.stderr.strip().splitlines()[-1] == (
+        "Error: validation failed (negative:wrong_output); the bundle cannot protect an optimization"
+    )
+
+
+def test_a_bundle_without_a_protected_case_is_its_own_error(tmp_path):
+    cases = json.dumps([{"case_id": "n64", "parameters": {"n": 64}, "protected": False}])
+    r = invoke(
+        [
+            "validate",
+            "--kernel",
+            kernel("host_add.py", tmp_path / "src"),
+            "--bundle",
+            bundle("host_synthetic", tmp_path, cases=cases),
+        ]
+    )
+    assert r.exit_code == 1
+    assert [ln.split()[:2] for ln in r.stdout.splitlines()[1:]] == [["FAIL", "cases:protected"]]
+    assert "no wrong answer could disqualify a candidate" in r.stdout
