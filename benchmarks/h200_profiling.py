@@ -274,19 +274,6 @@ def main() -> int:
             ],
             flush=True,
         )
-    for ex in examples if "runs" in stages else []:
-        kernel = REPO / "examples" / ex / "kernel.py"
-        tune = ["--provider", "tune", "--max-rounds", str(a.rounds), *common]
-        tune += ["--candidates-per-round", "1", "--max-total-seconds", str(a.run_seconds)]
-        report["runs"][ex] = optimize(ex, ex, a.target, out, store, kernel, tune)
-        save()
-        print(
-            ex,
-            "run",
-            report["runs"][ex]["exit_code"],
-            f"{report['runs'][ex]['seconds']:.0f} s",
-            flush=True,
-        )
     if "veto" in stages and not a.no_veto and "softmax" in examples:
         base, cand = veto_sources()
         (out / "veto_baseline.py").write_text(base)
@@ -312,6 +299,19 @@ def main() -> int:
             ],
         )
         save()
+    for ex in examples if "runs" in stages else []:
+        kernel = REPO / "examples" / ex / "kernel.py"
+        tune = ["--provider", "tune", "--max-rounds", str(a.rounds), *common]
+        tune += ["--candidates-per-round", "1", "--max-total-seconds", str(a.run_seconds)]
+        report["runs"][ex] = optimize(ex, ex, a.target, out, store, kernel, tune)
+        save()
+        print(
+            ex,
+            "run",
+            report["runs"][ex]["exit_code"],
+            f"{report['runs'][ex]['seconds']:.0f} s",
+            flush=True,
+        )
     views = {}
     for name, sql in VIEWS_SQL.items():
         done = tlxdb("query", "--store", str(store), "--format", "json", sql)

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+import queries
 from tlxstore.config import settings
 from tlxstore.store import Store
 
@@ -28,9 +29,12 @@ def store_option(f: Any) -> Any:
 
 
 def open_store(path: Path, create: bool) -> Store:
-    """The store at path; without create, a missing store is an error naming how to get one."""
+    """The store at path, its stored views brought up to date (when it can be written);
+    without create, a missing store is an error naming how to get one."""
     if not create and not path.exists():
         raise click.ClickException(
             f"no store at {path}; pass --store, set TLXDB_STORE, or fill one with `tlxdb optimize` or `tlxdb import`"
         )
-    return Store(path, create=create)
+    store = Store(path, create=create)
+    queries.persist_views(store)  # any DuckDB client opening the file sees the current views
+    return store

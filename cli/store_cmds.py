@@ -20,7 +20,9 @@ import importers
 import queries
 from cli.options import open_store, store_option
 from optimizer.decision.identity import normalized_source
+from tlxstore.errors import QueryFenceError
 from tlxstore.export import export_runs
+from tlxstore.store.connection import Sandbox
 
 RUNS_SQL = "runs_listing"
 
@@ -88,15 +90,34 @@ def runs_cmd(store: Path, fmt: str) -> None:
 @click.argument("sql")
 @store_option
 @_format_option
-def query_cmd(sql: str, store: Path, fmt: str) -> None:
+@click.option(
+    "--allow-files",
+    is_flag=True,
+    help="Let the query read your own files too (read_parquet, read_csv); it still writes nothing.",
+)
+def query_cmd(sql: str, store: Path, fmt: str, allow_files: bool) -> None:
     """Run one read-only SQL SELECT over the store's views.
+
+    The query runs in a sandbox: it reads the store and nothing else (no files, no extensions,
+    no writes; see docs/QUERY.md).
 
     \b
     Views: runs, candidates, samples, case_results, profiles, decisions, exclusions,
     seen_sources, model_exchanges, commits (and the table `events`).
-    Example: tlxdb query "SELECT candidate_id, median_us FROM case_results LIMIT 5"
+    Examples:
+      tlxdb query "SELECT candidate_id, median_us FROM case_results LIMIT 5"
+      tlxdb query --allow-files "SELECT * FROM read_parquet('mine.parquet') LIMIT 5"
     """
-    table = queries.query(open_store(store, create=False), sql)
+    try:
+        table = queries.query(
+            open_store(store, create=False), sql, sandbox=Sandbox(allow_files=allow_files)
+        )
+    except QueryFenceError as exc:
+        if allow_files:
+            raise
+        raise click.ClickException(
+            f"{exc.message} (a query reads only the store; --allow-files lets it read your files)"
+        ) from None
     click.echo(render(table, fmt))
 
 

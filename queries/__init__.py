@@ -7,6 +7,8 @@ defined as temporary views on its read-only connection.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -16,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from tlxstore.store import Store
+from tlxstore.store.connection import Sandbox
 
 
 def _folder(kind: str):  # noqa: ANN202 - an importlib Traversable
@@ -37,6 +40,24 @@ def view_sql(name: str) -> str:
 
 
 @cache
+def report_sql(name: str) -> str:
+    """A report query from reports/<name>.sql: one SELECT over one view, with named parameters."""
+    return _folder("reports").joinpath(f"{name}.sql").read_text()
+
+
+def report(
+    store: Store, names: Sequence[str], params: Mapping[str, Any]
+) -> dict[str, list[dict[str, Any]]]:
+    """Run report queries (reports/<name>.sql) in one visit to the store; name -> rows. Each
+    query is given the parameters it names."""
+    texts = [report_sql(n) for n in names]
+    views = views_for("\n".join(texts))
+    statements = [(t, {k: v for k, v in params.items() if f"${k}" in t}) for t in texts]
+    tables = store.query_many(statements, views=views)
+    return {n: t.to_pylist() for n, t in zip(names, tables, strict=True)}
+
+
+@cache
 def statement(name: str) -> str:
     """A lookup statement from statements/<name>.sql."""
     return _folder("statements").joinpath(f"{name}.sql").read_text()
@@ -47,7 +68,8 @@ def views_for(sql: str) -> dict[str, str]:
     out: dict[str, str] = {}
 
     def visit(text: str, stack: tuple[str, ...]) -> None:
-        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+        code = re.sub(r"--[^\n]*", "", text)  # a view's comment names no view it reads
+        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code))
         for name in names():
             if name in words and name not in out and name not in stack:
                 body = view_sql(name)
@@ -59,13 +81,30 @@ def views_for(sql: str) -> dict[str, str]:
 
 
 def query(
-    store: Store, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None
+    store: Store,
+    sql: str,
+    params: Mapping[str, Any] | Sequence[Any] | None = None,
+    *,
+    sandbox: Sandbox | None = None,
 ) -> pa.Table:
-    """Run one read-only SELECT over the store's views."""
-    return store.query(sql, params, views=views_for(sql))
+    """Run one read-only SELECT over the store's views (SQL a user typed: in a `sandbox`)."""
+    return store.query(sql, params, views=views_for(sql), sandbox=sandbox)
 
 
 def view(store: Store, name: str) -> pa.Table:
     """Every row of one view."""
     view_sql(name)
     return query(store, f'SELECT * FROM "{name}"')
+
+
+def all_views() -> dict[str, str]:
+    """Every view, each after those it reads."""
+    return views_for(" ".join(names()))
+
+
+def persist_views(store: Store) -> bool:
+    """Store every view in the store file (so any DuckDB client sees them), replacing the set it
+    holds when the definitions changed; returns whether it wrote them."""
+    ordered = all_views()
+    digest = hashlib.sha256(json.dumps(list(ordered.items())).encode()).hexdigest()
+    return store.define_views(list(ordered.items()), digest)

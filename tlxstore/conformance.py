@@ -24,6 +24,7 @@ from tlxstore import codec
 from tlxstore.errors import (
     EventConflictError,
     QueryError,
+    QueryFenceError,
     ReadOnlyQueryError,
     SequenceConflictError,
     UnknownRunError,
@@ -32,6 +33,7 @@ from tlxstore.events import BenchmarkSampled, BuildFinished, RunStarted, SourceS
 from tlxstore.fold import fold
 from tlxstore.runlog import RunLog
 from tlxstore.store import Store
+from tlxstore.store.connection import Sandbox
 from tlxstore.store.projection import PROJECT_INLINE_BELOW
 from tlxstore.testing import candidate_events, envelopes, small_run
 
@@ -264,6 +266,10 @@ class StoreConformance:
             "INSERT INTO run_heads VALUES ('x', 1)",
             "DROP TABLE events",
             "COPY events TO 'x.csv'",
+            "EXPLAIN ANALYZE COPY events TO 'x.csv'",
+            "EXPLAIN ANALYZE DELETE FROM events",
+            "EXPLAIN (ANALYZE) DELETE FROM events",
+            "INSTALL httpfs",
         ):
             with pytest.raises(ReadOnlyQueryError, match="queries are read-only"):
                 store.query(sql)
@@ -272,6 +278,26 @@ class StoreConformance:
         with pytest.raises(QueryError, match="the query failed"):
             store.query("SELECT * FROM no_such_table")
         assert self.count(store) == len(small_run(1))
+
+    def test_a_sandboxed_query_reads_the_store_and_no_file(self, store, tmp_path):
+        """SQL a user typed: in the sandbox a SELECT that passes the statement check still
+        reaches no file (also when its session first brings lagging views up to date), and it
+        sees the views whole; allow_files lets it read files."""
+        (tmp_path / "mine.csv").write_text("a\n1\n")
+        reach = f"SELECT count(*) AS n FROM read_csv('{tmp_path / 'mine.csv'}')"
+        assert store.query(reach).column("n")[0].as_py() == 1  # the store's own reads may
+        store.ingest(envelopes("r1", small_run(95)))
+        assert store.projection_lag() > 0
+        n = store.query("SELECT count(*) AS n FROM proj_decisions", sandbox=Sandbox())
+        assert n.column("n")[0].as_py() == 1 + 95 and store.projection_lag() == 0
+        store.ingest(envelopes("r2", small_run(95)))
+        assert store.projection_lag() > 0
+        for _ in ("views lag", "views up to date"):
+            with pytest.raises(QueryFenceError, match="file system operations are disabled"):
+                store.query(reach, sandbox=Sandbox())
+            assert store.projection_lag() == 0
+        allowed = store.query(reach, sandbox=Sandbox(allow_files=True))
+        assert allowed.column("n")[0].as_py() == 1
 
     def test_runs_resolve_by_id_prefix_and_output_folder(self, store, tmp_path):
         store.ingest(

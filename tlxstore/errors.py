@@ -58,6 +58,10 @@ class StoreError(TlxdbError):
     """The evidence store cannot be used."""
 
 
+class StoreDamagedError(StoreError):
+    """The evidence store file is damaged; restore it from a backup or rebuild it with tlxdb import."""
+
+
 class StoreBusyError(StoreError):
     """The evidence store stayed locked by other tlxdb processes for too long."""
 
@@ -68,6 +72,10 @@ class ReadOnlyQueryError(StoreError):
 
 class QueryError(StoreError):
     """The query failed."""
+
+
+class QueryFenceError(QueryError):
+    """The query reached for something outside its sandbox (a file, an extension)."""
 
 
 class UnknownRunError(TlxdbError):

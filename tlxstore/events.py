@@ -63,6 +63,31 @@ class StoppingReason(StrEnum):
     ERROR = "error"
 
 
+class HypothesisKind(StrEnum):
+    """What kind of change a hypothesis makes: the one vocabulary of CandidateProposed's
+    hypothesis_kind, shared by every provider (the tune provider's knob kinds, a model's reply,
+    an agent's candidate_metadata.json), so reports and exclusions group by it across runs.
+    Events recorded before it may hold other strings; they are read as they are."""
+
+    UNSPECIFIED = "unspecified"  # the provider said nothing (the baseline, older events)
+    LAUNCH_CONFIG = "launch_config"  # several launch knobs at once, autotune configs
+    BLOCK_SIZE = "block_size"  # BLOCK sizes only
+    NUM_WARPS = "num_warps"  # num_warps only
+    NUM_STAGES = "num_stages"  # num_stages only
+    AUTOTUNE_PIN = "autotune_pin"  # one config of an @triton.autotune list pinned
+    TILING = "tiling"  # tile shapes, split-K, program-to-data mapping
+    MEMORY_ACCESS = "memory_access"  # coalescing, vectorization, cache/eviction hints
+    LAYOUT = "layout"  # avoiding layout conversions, reduction axes, epilogue layouts
+    PIPELINING = "pipelining"  # software pipelining, async copies, multi-buffering
+    TMA = "tma"  # tensor descriptors, TMA loads and stores
+    WARP_SPECIALIZATION = "warp_specialization"  # producer/consumer tasks, register reallocation
+    SYNCHRONIZATION = "synchronization"  # barriers, fences, phases
+    SCHEDULING = "scheduling"  # persistent kernels, tile order, L2 swizzle, CLC
+    FUSION = "fusion"  # fusing passes or kernels, removing round trips to memory
+    ALGORITHM = "algorithm"  # a different algorithm or reformulation
+    OTHER = "other"
+
+
 BASELINE_ID = "baseline"  # the candidate id of the untouched kernel in every run
 
 
@@ -233,7 +258,7 @@ class Hypothesis(Frozen):
     change: str = ""
     expected_effect: str = ""
     risk: str = ""
-    hypothesis_kind: str = "unspecified"
+    hypothesis_kind: str = HypothesisKind.UNSPECIFIED.value  # a HypothesisKind value
     commit_title: str | None = None
     commit_summary: str | None = None
 

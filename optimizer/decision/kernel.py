@@ -87,6 +87,14 @@ def needs_profiling(cand: CandidateState) -> bool:
     return not cand.rooflines
 
 
+def _ncu_kernel(cand: CandidateState, case_id: str) -> str:
+    """The kernel ncu profiled for a case (else the attribution's main kernel, else "?")."""
+    for p in reversed(cand.profiles):
+        if p.case_id == case_id and p.kernel_names and any(m.source == "ncu" for m in p.metrics):
+            return p.kernel_names[0]
+    return main_kernel(cand) or "?"
+
+
 def has_deep_profile(cand: CandidateState) -> bool:
     return any(p.diagnostics.startswith("ncu deep set") for p in cand.profiles)
 
@@ -142,7 +150,7 @@ def ncu_veto(state: RunState, cid: str, cases: Collection[str]) -> list[str]:
         over = c / b - 1.0
         if over > NCU_VETO:
             problems.append(
-                f"ncu veto: case {case_id} main kernel {main_kernel(cand) or '?'} ran "
+                f"ncu veto: case {case_id} main kernel {_ncu_kernel(cand, case_id)} ran "
                 f"{c:.4g} us under ncu, {over:+.1%} against the baseline's {b:.4g} us "
                 f"(max {NCU_VETO:+.0%})"
             )

@@ -51,7 +51,7 @@ from optimizer.providers.knobs import (
     parse_signature,
     pin_autotune,
 )
-from tlxstore.events import BASELINE_ID
+from tlxstore.events import BASELINE_ID, HypothesisKind
 
 # Hardware limits the search respects. Shared memory per block (bytes) by compute capability.
 _SMEM_BYTES_BY_ARCH = {
@@ -194,7 +194,7 @@ class TuneProvider:
                         change=f"autotune configs of {choice.kernel} → [{sig}]",
                         expected_effect="the time of the config the autotuner would pick, or better",
                         risk="one config for every shape: cases with other sizes may prefer another",
-                        hypothesis_kind="autotune_pin",
+                        hypothesis_kind=HypothesisKind.AUTOTUNE_PIN.value,
                         knobs=config,
                     ), space
                 speedup = entry.speedup if entry.outcome in ("promoted", "rejected") else None
@@ -328,7 +328,7 @@ class TuneProvider:
                 change=change,
                 expected_effect=f"about {math.exp(point.score):.3g}x the baseline, as measured before",
                 risk="none beyond measurement drift: the same source was measured before",
-                hypothesis_kind="launch_config",
+                hypothesis_kind=HypothesisKind.LAUNCH_CONFIG.value,
                 knobs=point.config,
                 # a re-measurement on purpose: the loop must not answer it with the old result
                 replays=f"{prior.run_id}/{prior.candidate_id}",
@@ -574,14 +574,14 @@ class TuneProvider:
             f"measured on {ctx.device.kind}. {move.evidence}"
         )
         kind = (
-            "num_warps"
+            HypothesisKind.NUM_WARPS
             if changed == ["num_warps"]
             else (
-                "num_stages"
+                HypothesisKind.NUM_STAGES
                 if changed == ["num_stages"]
-                else "block_size"
+                else HypothesisKind.BLOCK_SIZE
                 if all(knobs[n].role == KnobRole.BLOCK for n in changed)
-                else "launch_config"
+                else HypothesisKind.LAUNCH_CONFIG
             )
         )
         return Proposal(
@@ -591,7 +591,7 @@ class TuneProvider:
             change=_change(parent, move.config),
             expected_effect="; ".join(effects),
             risk="; ".join(risks),
-            hypothesis_kind=kind,
+            hypothesis_kind=kind.value,
             commit_title=f"Tune {_change(parent, move.config)}",
             knobs=move.config,
         )

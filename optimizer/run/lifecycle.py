@@ -26,6 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+import queries
 from importers import import_paths
 from importers.tlx_agent import is_tlx_folder
 from optimizer.bundle import validation
@@ -370,10 +371,12 @@ def optimize(
     observer: Observer | None = None,
 ) -> RunResult:
     """Validate and freeze the bundle, measure the baseline, run the loop; returns the result."""
+    store = Store(request.store)  # a damaged or unwritable store is refused before any work
+    store.check_writable()
     with Workspace() as ws:
         prep = prepare(request.kernel, request.bundle, request.flags, request.arch, ws)
         snapshot = _vcs_snapshot(request, ws.scratch_dir)
-        store = Store(request.store)
+        queries.persist_views(store)  # a store the run creates holds the views too
         priors = [run_id for ref in request.prior_runs for run_id in resolve_prior(store, ref)]
         run_id = new_run_id()
         out = _output_dir(request, store, run_id)
@@ -444,6 +447,7 @@ def resume(
     `given`: settings the caller was handed besides the run (refuse_resume_overrides)."""
     refuse_resume_overrides(given or {})
     store = Store(store_path)
+    store.check_writable()
     run_id, out = _locate_run(store, run_ref)
     log = RunLog.open(out / "events.jsonl")
     envelopes = log.envelopes()

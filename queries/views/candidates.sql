@@ -1,4 +1,7 @@
--- One row per proposed candidate, with its (last) decision; outcome NULL while undecided.
+-- One row per proposed candidate, with its kernel identity, what it tried (hypothesis, kind,
+-- change, evidence, expected effect, risk), what it cost to propose (tokens, USD) and its (last)
+-- decision; outcome NULL while undecided. decided_speedup is the decision's weighted speedup
+-- against the baseline in its round (runs.revalidated_speedup is the winner's final figure).
 SELECT
     c.run_id,
     c.candidate_id,
@@ -7,19 +10,39 @@ SELECT
     c.provider,
     c.hypothesis,
     c.hypothesis_kind,
+    n.p.change AS change,
+    n.p.evidence AS evidence,
+    n.p.expected_effect AS expected_effect,
+    n.p.risk AS risk,
     c.source_hash,
     c.normalized_hash,
     c.measurement_key,
     c.knobs,
+    n.p.tokens_in AS tokens_in,
+    n.p.tokens_out AS tokens_out,
+    n.p.cost_usd AS cost_usd,
+    n.p.replays AS replays,
     c.proposed_at,
     d.outcome,
     d.reason,
-    d.speedup,
+    d.speedup AS decided_speedup,
     d.ci_low,
     d.ci_high,
-    d.decided_at
+    d.compared_to,
+    d.decided_at,
+    i.entry_point,
+    i.kernel_file,
+    i.kernel_id,
+    i.bundle_digest,
+    i.device_kind
 FROM proj_candidates c
 LEFT JOIN (
     SELECT * FROM proj_decisions
     QUALIFY row_number() OVER (PARTITION BY run_id, candidate_id ORDER BY seq DESC) = 1
 ) d ON d.cand_key = c.cand_key AND d.run_id = c.run_id AND d.candidate_id = c.candidate_id
+LEFT JOIN (
+    SELECT run_id, seq, from_json(payload, '{"change": "VARCHAR", "evidence": "VARCHAR", "expected_effect": "VARCHAR",
+        "risk": "VARCHAR", "tokens_in": "BIGINT", "tokens_out": "BIGINT", "cost_usd": "DOUBLE", "replays": "VARCHAR"}') AS p
+    FROM events WHERE type = 'CandidateProposed'
+) n ON n.run_id = c.run_id AND n.seq = c.seq
+LEFT JOIN run_identity i ON i.run_id = c.run_id

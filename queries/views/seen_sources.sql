@@ -1,5 +1,7 @@
 -- Every source hash ever proposed, across runs, per measurement identity: where it was first
--- seen and whether it was ever measured (decided other than as a duplicate).
+-- seen and whether it was ever measured (decided other than as a duplicate, or benchmarked, as
+-- every run's baseline is).
+WITH benchmarked AS (SELECT DISTINCT run_id, candidate_id FROM proj_samples)
 SELECT
     c.source_hash,
     any_value(c.normalized_hash) AS normalized_hash,
@@ -9,9 +11,10 @@ SELECT
     arg_min(c.run_id, c.proposed_at) AS first_run_id,
     arg_min(c.candidate_id, c.proposed_at) AS first_candidate_id,
     min(c.proposed_at) AS first_seen_at,
-    bool_or(d.outcome IS NOT NULL AND d.outcome <> 'duplicate') AS measured,
+    bool_or((d.outcome IS NOT NULL AND d.outcome <> 'duplicate') OR b.run_id IS NOT NULL) AS measured,
     any_value(s.size_bytes) AS size_bytes
 FROM proj_candidates c
 LEFT JOIN proj_decisions d ON d.cand_key = c.cand_key AND d.run_id = c.run_id AND d.candidate_id = c.candidate_id
+LEFT JOIN benchmarked b ON b.run_id = c.run_id AND b.candidate_id = c.candidate_id
 LEFT JOIN proj_sources s ON s.source_hash = c.source_hash
 GROUP BY c.source_hash, c.measurement_key

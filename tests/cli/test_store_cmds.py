@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -101,6 +102,83 @@ def test_bad_queries_fail_with_one_line_and_change_nothing(filled, sql, message)
     assert out.exit_code == 1
     assert out.stderr.startswith(message) and out.stderr.count("\n") == 1
     assert Store(filled).event_count() == before
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        (
+            "EXPLAIN ANALYZE COPY (SELECT 1) TO '{store}' (FORMAT csv)",
+            "Error: queries are read-only; EXPLAIN is allowed of one SELECT only, not of a COPY",
+        ),
+        (
+            "EXPLAIN ANALYZE COPY (SELECT 1) TO '{other}' (FORMAT csv)",
+            "Error: queries are read-only; EXPLAIN is allowed of one SELECT only, not of a COPY",
+        ),
+        (
+            "EXPLAIN (ANALYZE) COPY (SELECT 1) TO '{store}' (FORMAT csv)",
+            "Error: queries are read-only; EXPLAIN is allowed of one SELECT only",
+        ),
+        (
+            "EXPLAIN ANALYZE INSTALL httpfs",
+            "Error: queries are read-only; EXPLAIN is allowed of one SELECT only, not of an INSTALL",
+        ),
+        ("INSTALL httpfs", "Error: queries are read-only; an INSTALL statement is refused"),
+        ("LOAD httpfs", "Error: queries are read-only; a LOAD statement is refused"),
+        ("ATTACH '{other}' AS o", "Error: queries are read-only; an ATTACH statement is refused"),
+        ("SET enable_external_access = true", "Error: queries are read-only; a SET statement"),
+    ],
+)
+def test_query_writes_no_file_and_installs_nothing(filled, tmp_path, sql, message):
+    other = tmp_path / "other.csv"
+    before = _digest(filled)
+    sql = sql.format(store=filled, other=other)
+    for files in ([], ["--allow-files"]):
+        out = run("query", sql, "--store", str(filled), *files)
+        assert out.exit_code == 1, out.output
+        assert out.stderr.startswith(message) and out.stderr.count("\n") == 1
+        assert _digest(filled) == before and not other.exists()
+
+
+def test_query_reads_no_file_but_the_store(filled, tmp_path):
+    for sql in (
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "SELECT * FROM read_text('/etc/passwd')",
+        "SELECT * FROM glob('/root/*')",
+        f"SELECT * FROM read_parquet('{_own_parquet(tmp_path)}')",
+    ):
+        out = run("query", sql, "--store", str(filled))
+        assert out.exit_code == 1, out.output
+        assert out.stderr.startswith("Error: the query reached outside the store: Permission")
+        assert out.stderr.rstrip().endswith("--allow-files lets it read your files)")
+        assert out.stderr.count("\n") == 1
+
+
+def _own_parquet(tmp_path: Path) -> Path:
+    import duckdb
+
+    path = tmp_path / "mine.parquet"
+    if not path.exists():
+        duckdb.execute(f"COPY (SELECT 7 AS x) TO '{path}' (FORMAT parquet)")
+    return path
+
+
+def test_query_with_allow_files_reads_your_own_files(filled, tmp_path):
+    mine = _own_parquet(tmp_path)
+    sql = f"SELECT x, (SELECT count(*) FROM candidates) AS c FROM read_parquet('{mine}')"
+    out = run("query", sql, "--store", str(filled), "--allow-files", "--format", "json")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout) == [{"x": 7, "c": 3}]
+
+
+def test_query_explains_a_select(filled):
+    for sql in ("EXPLAIN SELECT count(*) FROM candidates", "EXPLAIN ANALYZE SELECT 1"):
+        out = run("query", sql, "--store", str(filled))
+        assert out.exit_code == 0 and "_plan " in out.stdout, out.output
 
 
 def test_commands_on_a_missing_store_say_how_to_fill_one(tmp_path):

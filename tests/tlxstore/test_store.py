@@ -8,14 +8,13 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import pytest
 from click.testing import CliRunner
+from support.files import unwritable
 
 from cli.main import main
 from tlxstore.errors import EventConflictError, StoreBusyError, StoreError, StoreTooNewError
@@ -343,31 +342,12 @@ def test_a_v1_store_holding_uuid7_shaped_ids_still_refuses_their_reuse(store_pat
         store.ingest([env.model_copy(update={"run_id": "r9"})])
 
 
-@contextmanager
-def _unwritable(store_path: Path) -> Iterator[None]:
-    """The store file made read-only for this process: by its mode, or for root (whom modes do not
-    stop) by the immutable attribute; skips where neither is possible."""
-    if os.geteuid() != 0:
-        store_path.chmod(0o444)
-        try:
-            yield
-        finally:
-            store_path.chmod(0o644)
-        return
-    if subprocess.run(["chattr", "+i", str(store_path)], capture_output=True).returncode != 0:
-        pytest.skip("chattr +i is not available here")
-    try:
-        yield
-    finally:
-        subprocess.run(["chattr", "-i", str(store_path)], check=True)
-
-
 def test_a_store_whose_views_lag_and_that_is_not_writable_says_so_in_one_line(store_path):
     store = Store(store_path)
     bulk = _bulk("r1")
     store.ingest(bulk)
     store.close()
-    with _unwritable(store_path):
+    with unwritable(store_path):
         out = CliRunner().invoke(
             main, ["query", "SELECT count(*) FROM proj_candidates", "--store", str(store_path)]
         )
@@ -382,7 +362,7 @@ def test_a_store_whose_views_lag_and_that_is_not_writable_says_so_in_one_line(st
 def test_a_v1_store_that_cannot_be_upgraded_is_read_as_it_is(store_path):
     Store(store_path).ingest(envelopes("r1", small_run(2)))
     _as_v1(store_path)
-    with _unwritable(store_path):
+    with unwritable(store_path):
         store = Store(store_path, create=False)
         assert store.projection_lag() == 0
         n = store.query("SELECT count(*) AS n FROM proj_decisions").column("n")[0].as_py()
@@ -450,3 +430,19 @@ def test_a_reader_sees_a_bulk_ingest_another_store_object_made_after_its_last_re
     writer.ingest(bulk)
     assert reader.query(count).column("n")[0].as_py() == 96
     assert writer.projection_lag() == 0
+
+
+def test_a_store_that_cannot_be_written_keeps_its_stored_views(store_path):
+    store = Store(store_path)
+    assert store.define_views([("one", "SELECT 1 AS x")], "d1") is True
+    assert store.define_views([("one", "SELECT 1 AS x")], "d1") is False  # current: no write
+    store.close()
+    with unwritable(store_path):
+        ro = Store(store_path, create=False)
+        assert ro.define_views([("two", "SELECT 2 AS x")], "d2") is False
+        assert ro.query("SELECT x FROM one").column("x").to_pylist() == [1]
+    con = duckdb.connect(str(store_path), read_only=True)
+    assert con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall() == [
+        ("one",)
+    ]
+    con.close()

@@ -40,11 +40,11 @@ import duckdb
 import pyarrow as pa
 
 from tlxstore import codec
-from tlxstore.errors import QueryError, StoreError, UnknownRunError
+from tlxstore.errors import QueryError, QueryFenceError, StoreError, UnknownRunError
 from tlxstore.events import Envelope
 from tlxstore.runlog import log_path, read_envelopes
-from tlxstore.store import generation, projection, reading, schema
-from tlxstore.store.connection import Connections
+from tlxstore.store import generation, projection, reading, schema, views
+from tlxstore.store.connection import Connections, Sandbox
 from tlxstore.store.ingest import IngestTimings, append_new, incoming_table
 from tlxstore.store.sql import ALIAS, arrow, one_line, store_sql
 
@@ -74,6 +74,7 @@ class Store(Connections):
             with self._connect(write=True) as con:
                 schema.create(con, self.path, self._schema_sql())
         with self._connect(write=False) as con:
+            self._check_intact(con)
             version = schema.stored_version(con, self.path)
         if version < schema.STORE_SCHEMA_VERSION:
             self._upgrade()
@@ -91,6 +92,11 @@ class Store(Connections):
                 self._v1_read_only = True
                 return
             schema.upgrade(con)
+
+    def check_writable(self) -> None:
+        """Raise StoreError unless this process can write the store (before a run does work)."""
+        with self._connect(write=True):
+            pass
 
     @property
     def schema_version(self) -> int:
@@ -165,11 +171,12 @@ class Store(Connections):
             return projection.lag(con)
 
     @contextmanager
-    def _reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _reading(self, sandbox: Sandbox | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-only session whose projections hold every stored event: when some are behind,
         they are projected first under the exclusive lock, and the read runs under that lock
-        (the store attached read-only again), so no write can come between."""
-        with self._connect(write=False) as con:
+        (the store attached read-only again), so no write can come between. With a sandbox the
+        session is a fenced instance of its own (connection.Sandbox)."""
+        with self._connect(write=False, sandbox=sandbox) as con:
             # Under the shared lock the generation cannot move; no ingest since a generation
             # seen without lag means none now (a pass only ever lowers the lag).
             seen = self.generation()
@@ -189,9 +196,39 @@ class Store(Connections):
             projection.catch_up(con)
             con.execute("USE memory")
             con.execute(f"DETACH {ALIAS}")
-            self._attach(con, write=False)
+            if sandbox is None:
+                self._attach(con, write=False)
+            else:
+                con = stack.enter_context(self._sandboxed(sandbox))
             self._projected_at = self.generation()
             yield con
+
+    # ---- stored views -------------------------------------------------------------------
+    def define_views(self, definitions: Sequence[tuple[str, str]], digest: str) -> bool:
+        """Store `definitions` (name, SELECT; each after those it reads) as the file's views,
+        unless it already holds the set named `digest`; returns whether they were replaced.
+        A store that cannot be written keeps the views it has (tlxdb's queries define their
+        own on every call). Replacing them does not change what any query answers, so the
+        store's generation stays as it is."""
+        if self._v1_read_only:
+            return False
+        with self._connect(write=False) as con:
+            if views.stored_digest(con) == digest:
+                return False
+        with ExitStack() as stack:
+            try:
+                con = stack.enter_context(self._connect(write=True))
+            except StoreError:
+                return False
+            if views.stored_digest(con) == digest:
+                return False  # another process did it while we waited for the lock
+            try:
+                views.replace_all(con, definitions, digest)
+            except duckdb.Error as exc:
+                raise StoreError(
+                    f"the views of store {self.path} cannot be stored: {one_line(exc)}"
+                ) from None
+        return True
 
     # ---- reading ------------------------------------------------------------------------
     def query(
@@ -199,9 +236,12 @@ class Store(Connections):
         sql: str,
         params: Mapping[str, Any] | Sequence[Any] | None = None,
         views: Mapping[str, str] | None = None,
+        *,
+        sandbox: Sandbox | None = None,
     ) -> pa.Table:
-        """Run one read-only SELECT; `views` (name -> SELECT) are defined as temporary views first."""
-        with self._reading() as con:
+        """Run one read-only SELECT; `views` (name -> SELECT) are defined as temporary views first.
+        SQL a user typed runs in a `sandbox` (connection.Sandbox)."""
+        with self._reading(sandbox) as con:
             reading.check_read_only(con, sql)
             try:
                 for name, body in (views or {}).items():
@@ -211,22 +251,34 @@ class Store(Connections):
                 finally:
                     for name in views or {}:
                         con.execute(f'DROP VIEW IF EXISTS temp."{name}"')
+            except duckdb.PermissionException as exc:
+                raise QueryFenceError(
+                    f"the query reached outside the store: {one_line(exc)}"
+                ) from None
             except duckdb.Error as exc:
-                raise QueryError(f"the query failed: {one_line(exc)}") from None
+                raise self.damage(exc) or QueryError(f"the query failed: {one_line(exc)}") from None
 
     def query_many(
-        self, statements: Sequence[tuple[str, Mapping[str, Any] | Sequence[Any] | None]]
+        self,
+        statements: Sequence[tuple[str, Mapping[str, Any] | Sequence[Any] | None]],
+        views: Mapping[str, str] | None = None,
     ) -> list[pa.Table]:
         """Several read-only SELECTs in one visit to the store (one attach: the later ones find
-        the table metadata warm). Each is checked as `query` checks one."""
+        the table metadata warm). Each is checked as `query` checks one; `views` are defined
+        once, as temporary views, for all of them."""
         with self._reading() as con:
             out = []
-            for sql, params in statements:
-                reading.check_read_only(con, sql)
-                try:
+            try:
+                for name, body in (views or {}).items():
+                    con.execute(f'CREATE TEMPORARY VIEW "{name}" AS {body}')
+                for sql, params in statements:
+                    reading.check_read_only(con, sql)
                     out.append(arrow(con.execute(sql, params)))
-                except duckdb.Error as exc:
-                    raise QueryError(f"the query failed: {one_line(exc)}") from None
+            except duckdb.Error as exc:
+                raise self.damage(exc) or QueryError(f"the query failed: {one_line(exc)}") from None
+            finally:
+                for name in views or {}:
+                    con.execute(f'DROP VIEW IF EXISTS temp."{name}"')
             return out
 
     def run_envelopes(self, run_id: str) -> list[Envelope]:

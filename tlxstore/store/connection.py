@@ -2,7 +2,12 @@
 each call ATTACHes the store file (read-only or read-write) under the store lock
 (`tlxstore/locking.py`) and DETACHes it before releasing: a few ms, where opening a new DuckDB
 instance per call costs tens. A backend (tlxstore/ducklake.py) overrides the three hooks:
-`_new_instance`, `_attach_statement` and `_schema_sql`."""
+`_new_instance`, `_attach_statement` and `_schema_sql`.
+
+SQL a user typed (`tlxdb query`) runs in a sandbox instead: a DuckDB instance of its own for the one
+query, the store attached read-only, extensions neither installed nor loaded, files beyond the
+store out of reach (unless the user allows reading files), and its configuration locked, so no
+statement can undo any of it. The statement check (reading.check_read_only) comes on top."""
 
 from __future__ import annotations
 
@@ -11,15 +16,29 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
 import duckdb
 
 from tlxstore.config import settings
-from tlxstore.errors import StoreBusyError, StoreError, StoreTooNewError
+from tlxstore.errors import StoreBusyError, StoreDamagedError, StoreError, StoreTooNewError
 from tlxstore.locking import store_lock
 from tlxstore.store.sql import ALIAS, one_line, sql_quoted, store_sql
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How far SQL a user typed may reach: the store alone, or also files (`allow_files`: reading
+    the user's own files with read_parquet or read_csv; never writing, never extensions)."""
+
+    allow_files: bool = False
+
+
+# How DuckDB tells of a damaged file: a block cut off, or one whose checksum fails.
+_DAMAGE_SIGNS = ("Could not read enough bytes", "Corrupt database file")
+_HEADER_BYTES = 3 * 4096  # a DuckDB file's main header and its two database headers
 
 
 class Connections:
@@ -47,7 +66,61 @@ class Connections:
         self.close()
 
     @contextmanager
-    def _connect(self, write: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _connect(
+        self, write: bool, sandbox: Sandbox | None = None
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The store attached under its lock; with a sandbox, read-only in a fenced instance.
+        A DuckDB error that shows the file damaged leaves as StoreDamagedError."""
+        try:
+            with self._attached(write, sandbox) as con:
+                yield con
+        except duckdb.Error as exc:
+            damage = self.damage(exc)
+            if damage is None:
+                raise
+            raise damage from None
+
+    def damage(self, exc: BaseException) -> StoreDamagedError | None:
+        """A StoreDamagedError naming the file and what to do, when `exc` shows the file
+        damaged (cut short, or a block whose checksum fails); else None."""
+        text = str(exc)
+        if not any(sign in text for sign in _DAMAGE_SIGNS):
+            return None
+        return StoreDamagedError(
+            f"store {self.path} is damaged ({one_line(exc)}); restore it from a backup, or move "
+            "it aside and rebuild it with `tlxdb import` of your runs' output folders"
+        )
+
+    def _check_intact(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Refuse a store file shorter than the blocks its header counts (a copy cut short):
+        at open, before any command has done work, not at the first read of a missing block."""
+        row = con.execute(
+            "SELECT block_size, total_blocks FROM pragma_database_size() WHERE database_name = ?",
+            [ALIAS],
+        ).fetchone()
+        if row is None or not row[0] or self.path.with_name(self.path.name + ".wal").exists():
+            return  # a DuckLake (it checks its files as it reads), or blocks still in a WAL
+        expected = _HEADER_BYTES + int(row[0]) * int(row[1])
+        size = self.path.stat().st_size
+        if size < expected:
+            raise StoreDamagedError(
+                f"store {self.path} is damaged (cut short: {size} of {expected} bytes); restore "
+                "it from a backup, or move it aside and rebuild it with `tlxdb import` of your "
+                "runs' output folders"
+            )
+
+    @contextmanager
+    def _attached(
+        self, write: bool, sandbox: Sandbox | None
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
+        if sandbox is not None:
+            with (
+                self._mutex,
+                store_lock(self.path, exclusive=False, timeout_s=self.lock_timeout_s),
+                self._sandboxed(sandbox) as con,
+            ):
+                yield con
+            return
         with self._mutex, store_lock(self.path, exclusive=write, timeout_s=self.lock_timeout_s):
             if self._instance is None:
                 self._instance = self._new_instance()
@@ -58,7 +131,7 @@ class Connections:
             finally:
                 try:
                     con.execute("USE memory")
-                    con.execute(f"DETACH {ALIAS}")
+                    con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
                     for kind, name in (
                         []
                         if not write
@@ -72,6 +145,22 @@ class Connections:
                 except duckdb.Error:
                     con.close()  # never reuse an instance in doubt
                     self._instance = None
+
+    @contextmanager
+    def _sandboxed(self, sandbox: Sandbox) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A DuckDB instance of its own with the store attached read-only, fenced as the module
+        says, closed after the block. The caller holds the store lock."""
+        con = self._new_instance()  # a backend loads its own extensions here, before the fence
+        try:
+            con.execute("SET autoinstall_known_extensions = false")
+            con.execute("SET autoload_known_extensions = false")
+            self._attach(con, write=False)
+            if not sandbox.allow_files:  # an attached DuckLake still reads its own data files
+                con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
+            yield con
+        finally:
+            con.close()
 
     def _new_instance(self) -> duckdb.DuckDBPyConnection:
         """The in-memory DuckDB instance the store is attached to (a backend may load extensions).
@@ -135,11 +224,22 @@ class Connections:
                     reason in text
                     for reason in ("permission denied", "read-only file system", "not permitted")
                 ):
-                    raise StoreError(f"store {self.path} is not writable") from None
+                    raise StoreError(
+                        f"store {self.path} is not writable; make it writable or choose another store"
+                    ) from None
                 if "newer" in text or ("version" in text and "storage" in text):
                     raise StoreTooNewError(
                         f"store {self.path} was written by a newer DuckDB than {duckdb.__version__}; upgrade tlxdb"
                     ) from None
-                raise StoreError(f"store {self.path} cannot be opened: {one_line(exc)}") from None
+                if "not a valid DuckDB database file" in str(exc):
+                    raise StoreError(
+                        f"store {self.path} cannot be opened: it is not a DuckDB file (damaged, or "
+                        "another program's); move it aside or choose another store"
+                    ) from None
+                raise self.damage(exc) or StoreError(
+                    f"store {self.path} cannot be opened: {one_line(exc)}"
+                ) from None
             except duckdb.Error as exc:
-                raise StoreError(f"store {self.path} cannot be opened: {one_line(exc)}") from None
+                raise self.damage(exc) or StoreError(
+                    f"store {self.path} cannot be opened: {one_line(exc)}"
+                ) from None

@@ -26,8 +26,7 @@ import jinja2
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.providers.base import Exclusion, MeasuredCandidate, ProviderContext
-from optimizer.providers.prompts.reply import HypothesisKind
-from tlxstore.events import Outcome
+from tlxstore.events import HypothesisKind, Outcome
 from tlxstore.hashing import digest_json
 
 PROMPTS_DIR = Path(__file__).resolve().parent
@@ -314,7 +313,9 @@ def render_prompt(
         "measured_omitted": m_omitted,
         "prior_lines": [p_lines[i] for i in sorted(p_kept)],
         "prior_omitted": p_omitted,
-        "hypothesis_kinds": [k.value for k in HypothesisKind],
+        "hypothesis_kinds": [
+            k.value for k in HypothesisKind if k is not HypothesisKind.UNSPECIFIED
+        ],
     }
     system = env.get_template("system.md.j2").render(**values).strip()
     user_template = "llm_user.md.j2" if mode is PromptMode.LLM else "command_user.md.j2"

@@ -12,33 +12,16 @@ from __future__ import annotations
 import ast
 import json
 import re
-from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from tlxstore.errors import TlxdbError
+from tlxstore.events import HypothesisKind
 
 
 class ReplyParseError(TlxdbError):
     """The model's reply is not a valid proposal."""
-
-
-class HypothesisKind(StrEnum):
-    """What kind of change a hypothesis makes (groups exclusions and reports)."""
-
-    LAUNCH_CONFIG = "launch_config"  # BLOCK sizes, num_warps, num_stages, autotune configs
-    TILING = "tiling"  # tile shapes, split-K, program-to-data mapping
-    MEMORY_ACCESS = "memory_access"  # coalescing, vectorization, cache/eviction hints
-    LAYOUT = "layout"  # avoiding layout conversions, reduction axes, epilogue layouts
-    PIPELINING = "pipelining"  # software pipelining, async copies, multi-buffering
-    TMA = "tma"  # tensor descriptors, TMA loads and stores
-    WARP_SPECIALIZATION = "warp_specialization"  # producer/consumer tasks, register reallocation
-    SYNCHRONIZATION = "synchronization"  # barriers, fences, phases
-    SCHEDULING = "scheduling"  # persistent kernels, tile order, L2 swizzle, CLC
-    FUSION = "fusion"  # fusing passes or kernels, removing round trips to memory
-    ALGORITHM = "algorithm"  # a different algorithm or reformulation
-    OTHER = "other"
 
 
 class _Strict(BaseModel):

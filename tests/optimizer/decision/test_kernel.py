@@ -25,6 +25,10 @@ from tlxstore.testing import candidate_events, run_started
 
 DATA = Path(__file__).parents[2] / "profilers" / "data"
 RECORDED = (DATA / "ncu_raw_h200_vector_add.csv").read_text()
+# ncu's CSVs of the veto run on the H200 (benchmarks/results/h200_profiling_2026-12-01, run_veto):
+# one launch per case, in case order; the candidate ran 1.86x faster end to end.
+VETO_BASE = (DATA / "ncu_raw_h200_softmax_veto_baseline_deep.csv").read_text()
+VETO_CAND = (DATA / "ncu_raw_h200_softmax_veto_candidate_summary.csv").read_text()
 T = run_started().thresholds
 WEIGHTS = {"small": 1.0, "large": 1.0}
 
@@ -77,6 +81,42 @@ def fold_events(events: list[Event]) -> RunState:
         Envelope(event_id=f"e{i}", run_id="r1", seq=i, recorded_at=now, event=e)
         for i, e in enumerate(events)
     )
+
+
+def per_case(cid: str, text: str, metrics: tuple[str, ...]) -> list[ProfileCollected]:
+    """One event per case from a CSV of one launch per case, as tlxdb's ncu child records it."""
+    report = ncu.parse_csv(text)
+    return [
+        ProfileCollected(
+            candidate_id=cid,
+            case_id=case,
+            metrics=[
+                ProfileMetric(name=m.name, value=m.value, unit=m.unit, source="ncu")
+                for m in ncu.NcuReport(launches=[launch]).summary(metrics).metrics
+            ],
+            kernel_names=[launch.kernel],
+        )
+        for case, launch in zip(WEIGHTS, report.launches, strict=True)
+    ]
+
+
+def test_the_recorded_h200_veto_rejects_a_candidate_faster_end_to_end_but_slower_in_its_kernel():
+    base = [e for e in candidate_events(BASELINE_ID, "base") if not isinstance(e, DecisionMade)]
+    cand = [
+        e for e in candidate_events("c001", "cand", base_us=54.0) if not isinstance(e, DecisionMade)
+    ]
+    events = [
+        run_started(),
+        *base,
+        *per_case(BASELINE_ID, VETO_BASE, ncu.DEEP_METRICS),
+        *cand,
+        *per_case("c001", VETO_CAND, ncu.SUMMARY_METRICS),
+    ]
+    d = policy.decide(fold_events(events), "c001", T, WEIGHTS)
+    assert d.outcome == Outcome.REJECTED, d.reason
+    assert "ncu veto: case small main kernel softmax_kernel ran 136.6 us" in d.reason
+    assert "+7.0% against the baseline's 127.6 us" in d.reason and "+4.8%" in d.reason
+    assert d.speedup is not None and d.speedup > 1.8  # the benchmark alone would promote it
 
 
 def test_a_candidate_faster_end_to_end_but_slower_in_its_main_kernel_is_vetoed_by_ncu():

@@ -179,3 +179,16 @@ def test_metadata_shape_in_the_prompt_matches_what_the_parser_accepts(context):
     example = json.loads(shape)
     example["hypothesis_kind"] = "launch_config"  # the template lists the choices here
     assert parse_metadata(json.dumps(example)).hypothesis
+
+
+@pytest.mark.parametrize("kind", ["block_size", "num_warps", "num_stages", "autotune_pin"])
+def test_an_agent_may_name_any_kind_the_tune_provider_records(tmp_path, context, kind):
+    """One hypothesis_kind vocabulary (tlxstore.events.HypothesisKind) for every provider: an
+    agent writing the tune provider's `block_size` is accepted, not refused."""
+    body = FASTER_AGENT.replace(
+        '"hypothesis_kind": "launch_config"', f'"hypothesis_kind": "{kind}"'
+    )
+    proposal = provider(agent(tmp_path, body), workspace=tmp_path / "run").propose(
+        context, lambda e: None
+    )
+    assert isinstance(proposal, Proposal) and proposal.hypothesis_kind == kind
