@@ -14,10 +14,11 @@ from typing import IO, Any
 
 import click
 
+import queries
 from cli.options import open_store, store_option
 from optimizer.bundle.loading import FLAG_DEFAULTS, BundlePaths, budget_overrides, locate
 from optimizer.providers import ProviderOptions
-from optimizer.reporting import live, write
+from optimizer.reporting import from_views, live
 from optimizer.reporting.result import EXIT_INTERRUPTED, RunResult
 from optimizer.run import lifecycle, redecide
 from tlxstore.events import CandidateProposed, Envelope
@@ -347,12 +348,50 @@ def show(run: str, store: Path) -> None:
     "--to",
     "to_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Where to write report.md and report.html (default: the run's output folder).",
+    help="Where to write report.md, report.html and the figures (default: the run's output "
+    "folder when it exists, else the current folder).",
 )
 def report_cmd(run: str, store: Path, to_dir: Path | None) -> None:
-    """Write a run's Markdown and HTML report (with plots) and print their paths."""
-    paths = write.write_reports(_run_envelopes(store, run), store, to_dir)
-    for p in paths:
+    """Write a run's Markdown and HTML report with its figures, from the store's views, and
+    print the paths written.
+
+    \b
+    Example: tlxdb report r20261130-161908 --to /tmp/rep
+    """
+    s = open_store(store, create=False)
+    run_id = s.resolve_run(run)
+    if to_dir is None:
+        [row] = queries.query(
+            s, "SELECT output_dir FROM runs WHERE run_id = $r", {"r": run_id}
+        ).to_pylist()
+        out = Path(row["output_dir"] or ".")
+        to_dir = out if out.is_dir() else Path.cwd()
+    for p in from_views.write_run_report(s, run_id, to_dir):
+        click.echo(str(p))
+
+
+@click.command("history")
+@click.argument("kernel")
+@store_option
+@click.option(
+    "--to",
+    "to_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A folder for report.md, report.html and the figures.",
+)
+def history_cmd(kernel: str, store: Path, to_dir: Path) -> None:
+    """Write the cross-run report of a kernel or bundle: the best ever per bundle and device,
+    every run, baseline and best per case over time, what was refused (Markdown and HTML with
+    figures, from the store's views); prints the paths written.
+
+    KERNEL is a kernel_id ("softmax_kernel @ softmax/kernel.py"), an entry point
+    ("softmax_kernel"), a normalized path ("softmax/kernel.py") or a bundle digest prefix.
+
+    \b
+    Example: tlxdb history softmax_kernel --to /tmp/softmax-history
+    """
+    for p in from_views.write_history_report(open_store(store, create=False), kernel, to_dir):
         click.echo(str(p))
 
 
@@ -383,4 +422,4 @@ def replay(
     )
 
 
-COMMANDS = (optimize, validate, show, report_cmd, replay)
+COMMANDS = (optimize, validate, show, report_cmd, history_cmd, replay)

@@ -102,10 +102,13 @@ def query_cmd(sql: str, store: Path, fmt: str, allow_files: bool) -> None:
     no writes; see docs/QUERY.md).
 
     \b
-    Views: runs, candidates, samples, case_results, profiles, decisions, exclusions,
-    seen_sources, model_exchanges, commits (and the table `events`).
+    Views (each with its columns and an example question in docs/STORE.md): runs,
+    candidates, decisions, samples, case_results, case_speedups, revalidations, duplicates,
+    integrity_flags, builds, verifications, infrastructure_failures, throughput, profiles,
+    rooflines, exclusions, excluded_signatures, seen_sources, model_exchanges, commits,
+    run_identity, run_settings, kernel_history, trends (and the table `events`).
     Examples:
-      tlxdb query "SELECT candidate_id, median_us FROM case_results LIMIT 5"
+      tlxdb query "SELECT kernel_id, device_kind, best_revalidated_speedup FROM kernel_history"
       tlxdb query --allow-files "SELECT * FROM read_parquet('mine.parquet') LIMIT 5"
     """
     try:

@@ -4,7 +4,7 @@ SELECT
     d.candidate_id,
     d.outcome,
     d.reason,
-    d.speedup,
+    d.speedup AS decided_speedup,
     d.ci_low,
     d.ci_high,
     d.compared_to,

@@ -103,10 +103,10 @@ def test_optimize_prints_the_result_and_show_report_replay_read_it_back(tmp_path
     )
     assert rep.exit_code == 0
     md, html = (tmp_path / "rep" / "report.md"), (tmp_path / "rep" / "report.html")
-    assert rep.stdout.split() == [str(md), str(html)]
+    assert rep.stdout.split()[:2] == [str(md), str(html)]
     assert "| c001 | 1 | baseline |" in md.read_text()
     assert "not a GPU" in md.read_text()
-    assert html.read_text().count("<svg") == 2
+    assert html.read_text().count("<svg") == 3  # best so far, per-case speedups, samples
 
     same = _invoke(["replay", run_id, "--store", str(tmp_path / "s.duckdb")])
     assert (

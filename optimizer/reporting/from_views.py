@@ -1,0 +1,307 @@
+"""Reports that are queries: `tlxdb report RUN` (one run) and `tlxdb history KERNEL` (every run
+of a kernel or bundle), built from the store's views through queries/reports/*.sql, never from
+the Python fold (the live loop keeps writing its own report from the fold as it runs).
+
+Each report is written as report.md (tables, and links to the figures) and report.html (the same
+tables with the figures inline), with the figures as SVG files beside them (plots.py).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import queries
+from optimizer.reporting import plots
+from optimizer.run.folder import write_atomic
+from tlxstore.errors import UnknownRunError
+from tlxstore.store import Store
+
+Row = dict[str, Any]
+
+RUN_QUERIES = (
+    "run_summary",
+    "run_settings",
+    "run_candidates",
+    "run_case_speedups",
+    "run_samples",
+    "run_revalidations",
+    "run_integrity_flags",
+    "run_duplicates",
+    "run_throughput",
+    "run_commits",
+)
+HISTORY_QUERIES = ("history_kernels", "history_runs", "history_trends", "history_exclusions")
+
+
+def _text(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, datetime):
+        return v.strftime("%Y-%m-%d %H:%M:%S")
+    return " ".join(str(v).split())
+
+
+def _short(digest: str | None) -> str:
+    """A tagged hash cut to 12 hex digits (enough to find it with starts_with)."""
+    return "" if digest is None else digest[: digest.find(":") + 13]
+
+
+def _ci(speedup: float | None, lo: float | None, hi: float | None) -> str:
+    if speedup is None:
+        return ""
+    return f"{speedup:.4g}x" + (
+        f" [{lo:.4g}, {hi:.4g}]" if lo is not None and hi is not None else ""
+    )
+
+
+class Section:
+    """One heading with lines, a table and figures, rendered to Markdown and to HTML."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.lines: list[str] = []
+        self.header: list[str] = []
+        self.rows: list[list[str]] = []
+        self.figures: list[tuple[str, str]] = []  # (file name, svg)
+
+    def table(self, header: list[str], rows: Sequence[Sequence[Any]]) -> Section:
+        self.header, self.rows = header, [[_text(c) for c in r] for r in rows]
+        return self
+
+    def markdown(self) -> str:
+        out = [f"## {self.title}", ""]
+        out += [f"- {line}" for line in self.lines]
+        if self.lines:
+            out.append("")
+        if self.header:
+            if self.rows:
+                out.append("| " + " | ".join(self.header) + " |")
+                out.append("|" + "---|" * len(self.header))
+                out += [
+                    "| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in self.rows
+                ]
+            else:
+                out.append("(none)")
+            out.append("")
+        out += [f"![{name}]({name})" for name, _ in self.figures]
+        return "\n".join(out).rstrip() + "\n"
+
+    def html(self) -> str:
+        e = html.escape
+        out = [f"<h2>{e(self.title)}</h2>"]
+        if self.lines:
+            out.append("<ul>" + "".join(f"<li>{e(line)}</li>" for line in self.lines) + "</ul>")
+        if self.header:
+            if self.rows:
+                out.append(
+                    "<table><tr>"
+                    + "".join(f"<th>{e(h)}</th>" for h in self.header)
+                    + "</tr>"
+                    + "".join(
+                        "<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in self.rows
+                    )
+                    + "</table>"
+                )
+            else:
+                out.append("<p>(none)</p>")
+        out += [
+            f'<figure id="{e(name)}">{svg[svg.index("<svg") :]}</figure>'
+            for name, svg in self.figures
+        ]
+        return "\n".join(out)
+
+
+_CSS = (
+    "body{font-family:sans-serif;margin:2em;max-width:80em;color:#222}"
+    "table{border-collapse:collapse;font-size:12px;margin:0.5em 0}"
+    "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}"
+    "th{background:#f0f0f0}figure{margin:1em 0}svg{max-width:100%;height:auto}"
+)
+
+
+def _write(title: str, sections: list[Section], to_dir: Path) -> list[Path]:
+    to_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for s in sections:
+        for name, svg in s.figures:
+            write_atomic(to_dir / name, svg)
+            written.append(to_dir / name)
+    md = f"# {title}\n\n" + "\n".join(s.markdown() for s in sections)
+    page = (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>\n"
+        + "\n".join(s.html() for s in sections)
+        + "\n</body></html>\n"
+    )
+    write_atomic(to_dir / "report.md", md)
+    write_atomic(to_dir / "report.html", page)
+    return [to_dir / "report.md", to_dir / "report.html", *written]
+
+
+def _status(run: Row) -> str:
+    if run["status"] == "finished":
+        return f"finished: {run['stopping_reason']}" + (
+            f" ({run['detail']})" if run["detail"] else ""
+        )
+    return (
+        "unfinished: the store holds no RunFinished event (the run was cut off, or is still "
+        f"running); last event at {_text(run['last_event_at'])}"
+    )
+
+
+def run_sections(data: dict[str, list[Row]]) -> list[Section]:
+    [run] = data["run_summary"]
+    settings = data["run_settings"][0] if data["run_settings"] else None
+    cands = data["run_candidates"]
+    head = Section("Run")
+    head.lines = [
+        f"kernel: {run['kernel_id']} ({run['kernel_path']})",
+        f"bundle: {run['bundle_digest']}",
+        f"device: {run['device_kind']} ({run['architecture'] or 'unknown architecture'}) on {run['host']}"
+        + (
+            " (timings measure the Triton interpreter on the CPU, not a GPU)"
+            if run["backend"] == "cpu"
+            else ""
+        ),
+        f"tools: triton {run['triton_version']}, torch {run['torch_version']}, tlxdb {run['tlxdb_version']}",
+        f"provider: {run['provider']}" + (f" / {run['model']}" if run["model"] else ""),
+        f"status: {_status(run)}",
+        "winner: "
+        + (
+            f"{run['winner_id']} (source {run['winner_source_hash']}), decided speedup "
+            f"{_ci(run['winner_decided_speedup'], None, None)}, revalidated "
+            f"{_ci(run['revalidated_speedup'], run['revalidated_ci_low'], run['revalidated_ci_high'])}"
+            if run["winner_id"]
+            else "none"
+        ),
+        f"candidates: {run['candidates']}, events: {run['events']}",
+        f"model exchanges: {run['exchanges'] or 0}, tokens in/out: {_text(run['tokens_in']) or 'unknown'}"
+        f"/{_text(run['tokens_out']) or 'unknown'}, cost: "
+        + (f"{run['cost_usd']:.4f} USD" if run["cost_usd"] is not None else "unknown"),
+    ]
+    if settings:
+        head.lines.append(
+            f"budget: {settings['max_rounds']} rounds x {settings['candidates_per_round']} candidates, "
+            f"min speedup {settings['min_speedup']}, max CV {settings['max_cv']}, "
+            f"{settings['benchmark_repetitions']} repetitions"
+        )
+        head.lines.append(
+            "prior runs: "
+            + (", ".join(settings["prior_runs"] or []) or "none")
+            + (f"; resumed from {settings['resumed_from']}" if settings["resumed_from"] else "")
+        )
+    best = Section("Candidates").table(
+        ["candidate", "round", "parent", "kind", "hypothesis", "change", "outcome", "decided speedup [99% CI]", "reason", "tokens in/out"],
+        [
+            [
+                c["candidate_id"], c["round"], c["parent_id"], c["hypothesis_kind"], c["hypothesis"],
+                c["change"], c["outcome"] or "undecided", _ci(c["decided_speedup"], c["ci_low"], c["ci_high"]),
+                c["reason"], f"{_text(c['tokens_in'])}/{_text(c['tokens_out'])}" if c["tokens_in"] is not None else "",
+            ]
+            for c in cands
+        ],
+    )  # fmt: skip
+    min_speedup = settings["min_speedup"] if settings else None
+    best.figures.append(("best_so_far.svg", plots.best_so_far(cands, min_speedup)))
+    shown = [run["winner_id"]] if run["winner_id"] else []
+    if not shown:
+        promoted = [
+            c for c in cands if c["outcome"] == "promoted" and c["candidate_id"] != "baseline"
+        ]
+        shown = (
+            [max(promoted, key=lambda c: c["decided_speedup"])["candidate_id"]] if promoted else []
+        )
+    cases = Section("Per-case speedups" + (f" of {shown[0]}" if shown else "")).table(
+        ["stage", "case", "weight", "baseline median (us)", "candidate median (us)", "speedup", "candidate CV"],
+        [
+            [r["stage"], r["case_id"], r["weight"], r["baseline_median_us"], r["candidate_median_us"], r["speedup"], r["candidate_cv"]]
+            for r in data["run_case_speedups"] if shown and r["candidate_id"] == shown[0]
+        ],
+    )  # fmt: skip
+    if shown:
+        cases.figures.append(
+            ("case_speedups.svg", plots.case_speedups(data["run_case_speedups"], shown[0]))
+        )
+    samples = Section("Sample distributions")
+    samples.lines = [
+        "the baseline" + (f" and {shown[0]}" if shown else "") + ", raw samples per case and phase"
+    ]
+    samples.figures.append(
+        ("samples.svg", plots.sample_distributions(data["run_samples"], ["baseline", *shown]))
+    )
+    reval = Section("Final revalidation").table(
+        ["candidate", "survived", "revalidated speedup [99% CI]", "alternations", "reason"],
+        [[r["candidate_id"], r["survived"], _ci(r["revalidated_speedup"], r["ci_low"], r["ci_high"]), r["alternations"], r["reason"]] for r in data["run_revalidations"]],
+    )  # fmt: skip
+    flags = Section("Integrity flags").table(
+        ["candidate", "guard", "blocking", "detail"],
+        [[r["candidate_id"], r["guard"], r["blocking"], r["detail"]] for r in data["run_integrity_flags"]],
+    )  # fmt: skip
+    dups = Section("Duplicates").table(
+        ["candidate", "match", "duplicate of", "its outcome", "its decided speedup"],
+        [[r["candidate_id"], r["match"], f"{r['duplicate_of_run']}/{r['duplicate_of_candidate']}", r["original_outcome"], r["original_decided_speedup"]] for r in data["run_duplicates"]],
+    )  # fmt: skip
+    out = [head, best, cases, samples, reval, flags, dups]
+    roof = plots.roofline(data["run_throughput"], run["device_kind"] or "")
+    if roof is not None:
+        r = Section("Roofline")
+        r.lines = [
+            "each case's achieved rate from the harness's declared bytes and flops and its median time"
+        ]
+        r.figures.append(("roofline.svg", roof))
+        out.append(r)
+    if data["run_commits"]:
+        out.append(Section("Commits").table(
+            ["candidate", "vcs", "success", "conflict", "revision", "subject"],
+            [[r["candidate_id"], r["vcs"], r["success"], r["conflict"], r["rev_after"], r["subject"]] for r in data["run_commits"]],
+        ))  # fmt: skip
+    return out
+
+
+def write_run_report(store: Store, run_id: str, to_dir: Path) -> list[Path]:
+    """report.md, report.html and their figures for one run, from the views."""
+    data = queries.report(store, RUN_QUERIES, {"run_id": run_id})
+    if not data["run_summary"]:
+        raise UnknownRunError(f"no run {run_id!r} in store {store.path}")
+    if data["run_summary"][0]["started_at"] is None:
+        raise UnknownRunError(f"run {run_id} has no start record; nothing to report")
+    return _write(f"tlxdb run {run_id}", run_sections(data), to_dir)
+
+
+def history_sections(kernel: str, data: dict[str, list[Row]]) -> list[Section]:
+    kh = Section("Best ever per kernel, bundle and device").table(
+        ["kernel", "device", "bundle", "runs", "finished", "best revalidated speedup", "its run", "its candidate", "its source", "best decided speedup", "last run"],
+        [[r["kernel_id"], r["device_kind"], _short(r["bundle_digest"]), r["runs"], r["finished_runs"], r["best_revalidated_speedup"], r["best_run_id"], r["best_candidate_id"], _short(r["best_source_hash"]), r["best_decided_speedup"], r["last_run_at"]] for r in data["history_kernels"]],
+    )  # fmt: skip
+    runs = Section("Runs").table(
+        ["run", "started", "device", "status", "provider", "candidates", "winner", "revalidated speedup [99% CI]", "stopping reason"],
+        [[r["run_id"], r["started_at"], r["device_kind"], r["status"], r["provider"], r["candidates"], r["winner_id"], _ci(r["revalidated_speedup"], r["revalidated_ci_low"], r["revalidated_ci_high"]), r["stopping_reason"]] for r in data["history_runs"]],
+    )  # fmt: skip
+    trends = Section("Baseline and best over time").table(
+        ["device", "run", "case", "baseline median (us)", "best", "best median (us)", "speedup"],
+        [[r["device_kind"], r["run_id"], r["case_id"], r["baseline_median_us"], r["best_candidate_id"], r["best_median_us"], r["speedup"]] for r in data["history_trends"]],
+    )  # fmt: skip
+    trends.figures.append(("trends.svg", plots.trends(data["history_trends"])))
+    ex = Section("Refused changes, by bundle and device").table(
+        ["signature", "outcome", "device", "bundle", "times", "runs", "last reason"],
+        [[r["signature"], r["outcome"], r["device_kind"], _short(r["bundle_digest"]), r["occurrences"], r["runs"], r["last_reason"]] for r in data["history_exclusions"]],
+    )  # fmt: skip
+    return [kh, runs, trends, ex]
+
+
+def write_history_report(store: Store, kernel: str, to_dir: Path) -> list[Path]:
+    """report.md, report.html and figures for every run of a kernel (its kernel_id, entry point
+    or normalized path) or bundle (a digest prefix), from the views."""
+    data = queries.report(store, HISTORY_QUERIES, {"kernel": kernel})
+    if not data["history_runs"]:
+        raise UnknownRunError(
+            f"no run of kernel or bundle {kernel!r} in store {store.path}; "
+            'see `tlxdb query "SELECT kernel_id, bundle_digest FROM kernel_history"`'
+        )
+    return _write(f"tlxdb history of {kernel}", history_sections(kernel, data), to_dir)

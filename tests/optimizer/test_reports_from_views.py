@@ -1,0 +1,137 @@
+"""`tlxdb report RUN` and `tlxdb history KERNEL` read the views (queries/reports/*.sql) of the
+history test store and write Markdown and HTML with matplotlib figures; the HTML is rendered in a
+real headless Chromium and its screenshot checked for size and drawn (non-blank) pixels."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from support import history_store as h
+
+from cli.main import main
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+WIDTH, HEIGHT = 1200, 2000
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    return h.build(tmp_path_factory.mktemp("history") / "store.duckdb")
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def screenshot(page: Path, png: Path) -> None:
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed; .ci/run installs it (apt-get install chromium)")
+        pytest.skip("chromium is not installed here (apt-get install chromium)")
+    done = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+         f"--window-size={WIDTH},{HEIGHT}", f"--screenshot={png}", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and png.exists(), done.stderr[-2000:]
+
+
+def drawn(png: Path) -> tuple[tuple[int, int], float, int]:
+    """(width, height), the fraction of pixels that are not white, and the distinct colours."""
+    import numpy as np
+    from matplotlib import image
+
+    px = image.imread(png)[..., :3]
+    flat = (px * 255).astype(np.uint8).reshape(-1, 3)
+    return (
+        (px.shape[1], px.shape[0]),
+        float((flat < 250).any(axis=1).mean()),
+        len(np.unique(flat, axis=0)),
+    )
+
+
+def test_history_writes_markdown_and_html_with_figures_that_render(store, tmp_path):
+    out = cli("history", "softmax_kernel", "--store", str(store), "--to", str(tmp_path / "h"))
+    assert out.exit_code == 0, out.output
+    md, page, svg = (tmp_path / "h" / n for n in ("report.md", "report.html", "trends.svg"))
+    assert out.stdout.split() == [str(md), str(page), str(svg)]
+    text = md.read_text()
+    assert "![trends.svg](trends.svg)" in text
+    for run in (h.H200_SOFTMAX, *h.CPU_SOFTMAX):
+        assert f"| {run} |" in text
+    assert h.H200_RMSNORM not in text  # another kernel
+    html = page.read_text()
+    assert html.count("<svg") == 1
+    for label in ("NVIDIA H200", "cpu-interpreter", "median time per call (us)", "run start (UTC)"):
+        assert label in html  # a panel per device, axes with units
+    assert "2x4096 baseline" in html and "2x4096 best" in html  # the legend
+
+    png = tmp_path / "history.png"
+    screenshot(page, png)
+    size, ink, colours = drawn(png)
+    assert size == (WIDTH, HEIGHT)
+    assert ink > 0.05 and colours > 50, (ink, colours)
+
+
+def test_run_report_draws_every_candidate_failed_ones_included(store, tmp_path):
+    out = cli("report", h.H200_MATMUL[:16], "--store", str(store), "--to", str(tmp_path / "r"))
+    assert out.exit_code == 0, out.output
+    names = {Path(p).name for p in out.stdout.split()}
+    assert names == {
+        "report.md",
+        "report.html",
+        "best_so_far.svg",
+        "case_speedups.svg",
+        "samples.svg",
+        "roofline.svg",
+    }
+    best = (tmp_path / "r" / "best_so_far.svg").read_text()
+    assert "failed (no speedup: drawn at the foot)" in best and "best so far" in best
+    assert "decided speedup vs baseline (x)" in best and "candidate, in proposal order" in best
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "status: finished: search_exhausted" in md and "revalidated 2.006x [1.968, 2.022]" in md
+    assert md.count("| failed |") == 2  # the two candidates that did not build are listed
+    roof = (tmp_path / "r" / "roofline.svg").read_text()
+    assert "arithmetic intensity (flop/byte)" in roof and "achieved TFLOP/s" in roof
+
+    png = tmp_path / "run.png"
+    screenshot(tmp_path / "r" / "report.html", png)
+    size, ink, colours = drawn(png)
+    assert size == (WIDTH, HEIGHT) and ink > 0.05 and colours > 50, (ink, colours)
+
+
+def test_a_cut_off_run_is_reported_unfinished_not_running(store, tmp_path):
+    out = cli("report", h.H200_MATMUL_CUT_OFF, "--store", str(store), "--to", str(tmp_path / "c"))
+    assert out.exit_code == 0, out.output
+    md = (tmp_path / "c" / "report.md").read_text()
+    assert "status: unfinished: the store holds no RunFinished event" in md
+    assert "still running;" not in md and "last event at 2026-11-30 14:00:55" in md
+
+
+def test_duplicates_are_drawn_as_duplicates(store, tmp_path):
+    out = cli("report", h.CPU_RMSNORM_AGENT[1], "--store", str(store), "--to", str(tmp_path / "d"))
+    assert out.exit_code == 0, out.output
+    assert "duplicate (its original's result" in (tmp_path / "d" / "best_so_far.svg").read_text()
+    md = (tmp_path / "d" / "report.md").read_text()
+    assert f"| c001 | raw | {h.CPU_RMSNORM_AGENT[0]}/c001 | promoted |" in md
+    assert "timings measure the Triton interpreter on the CPU, not a GPU" in md
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["history", "no_such_kernel"], "no run of kernel or bundle 'no_such_kernel'"),
+        (["report", "r1999"], "no run 'r1999'"),
+    ],
+)
+def test_unknown_kernels_and_runs_are_one_line_errors(store, tmp_path, args, message):
+    out = cli(*args, "--store", str(store), "--to", str(tmp_path / "x"))
+    assert (
+        out.exit_code == 1 and message in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    )
+    assert not (tmp_path / "x").exists()
