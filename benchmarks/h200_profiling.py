@@ -109,7 +109,7 @@ def main_kernel(events: list[Event], source: str) -> str | None:
     return own[0] if own else None
 
 
-def overhead(example: str, target: str, repeats: int) -> dict[str, Any]:
+def overhead(example: str, target: str, repeats: int, cold_child: bool = True) -> dict[str, Any]:
     """Stage 1 (see the module doc)."""
     bundle = bundle_of(example, target)
     source = (REPO / "examples" / example / "kernel.py").read_text()
@@ -123,7 +123,9 @@ def overhead(example: str, target: str, repeats: int) -> dict[str, Any]:
             plain_s, plain_events = timed_evaluation(ev, source, f"plain{i}", profile=False)
             if i == 0:
                 kernel = kernel_functions(source)[0]
-                if ncu.unavailable() is None:
+                if not cold_child and ncu.unavailable() is None:
+                    ncu.prestart(kernel)  # as the loop does after the previous candidate
+                elif ncu.unavailable() is None:
                     # a cold child with the deep set: what the baseline pays; profile() then
                     # prestarts the summary child that the next candidate uses, as in a run
                     t0 = time.perf_counter()
@@ -238,6 +240,50 @@ def veto_sources() -> tuple[str, str]:
     return base, cand
 
 
+def in_run_overhead(out: Path) -> list[dict[str, Any]]:
+    """Per candidate of every run folder under `out`: its wall time from proposal to decision,
+    the part of it Proton and the ncu child took (from the events), and their share of the rest."""
+    from datetime import datetime
+
+    rows = []
+    for log in sorted(out.glob("run_*/events.jsonl")):
+        records = [json.loads(line) for line in log.read_text().splitlines()]
+        proposed: dict[str, datetime] = {}
+        decided: dict[str, datetime] = {}
+        spent: dict[str, list[float]] = {}
+        for r in records:
+            p, at = r["payload"], datetime.fromisoformat(r["recorded_at"])
+            cid = p.get("candidate_id")
+            if r["type"] == "CandidateProposed":
+                proposed[cid] = at
+            elif r["type"] == "DecisionMade":
+                decided.setdefault(cid, at)
+            elif r["type"] == "ProfileCollected" and cid not in decided:
+                cost = spent.setdefault(cid, [0.0, 0.0])
+                for m in p["metrics"]:
+                    if m["name"] == "profiling_wall_ms" and m["source"] == "proton":
+                        cost[0] += (m["value"] or 0.0) / 1e3
+                    elif m["name"] == "ncu_child_wall_ms":
+                        cost[1] = (m["value"] or 0.0) / 1e3
+        for cid, at in decided.items():
+            if cid not in proposed:
+                continue
+            wall = (at - proposed[cid]).total_seconds()
+            proton_s, ncu_s = spent.get(cid, [0.0, 0.0])
+            rest = wall - proton_s - ncu_s
+            rows.append(
+                {
+                    "run": log.parent.name,
+                    "candidate": cid,
+                    "wall_s": wall,
+                    "proton_s": proton_s,
+                    "ncu_s": ncu_s,
+                    "overhead_fraction": (proton_s + ncu_s) / rest if rest > 0 else None,
+                }
+            )
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
@@ -246,13 +292,17 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--target", default="hopper", choices=["hopper", "host"])
     ap.add_argument("--no-veto", action="store_true")
+    ap.add_argument("--no-cold", action="store_true", help="skip timing a cold deep ncu child")
     ap.add_argument("--run-seconds", type=int, default=90, help="--max-total-seconds of a run")
-    ap.add_argument("--stages", default="overhead,runs,veto")
+    ap.add_argument("--stages", default="overhead,runs,veto", help="and/or: in_run")
     a = ap.parse_args()
     out = a.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     store = out / "store.duckdb"
     stages = set(a.stages.split(","))
+    if stages == {"in_run"}:  # only the per-candidate cost inside the runs already in --out
+        print(json.dumps(in_run_overhead(out), indent=1))
+        return 0
     common = ["--max-cv", "1.0"] if a.target == "host" else []  # the interpreter's timing noise
     examples = [e for e in a.examples.split(",") if e]
     report: dict[str, Any] = {"target": a.target, "overhead": [], "runs": {}, "veto": None}
@@ -262,7 +312,7 @@ def main() -> int:
 
     for ex in examples if "overhead" in stages else []:
         try:
-            report["overhead"].append(overhead(ex, a.target, a.repeats))
+            report["overhead"].append(overhead(ex, a.target, a.repeats, not a.no_cold))
         except Exception as e:  # keep the other stages' evidence
             report["overhead"].append({"example": ex, "error": repr(e)})
         save()
@@ -312,6 +362,7 @@ def main() -> int:
             f"{report['runs'][ex]['seconds']:.0f} s",
             flush=True,
         )
+    report["in_run_overhead"] = in_run_overhead(out)
     views = {}
     for name, sql in VIEWS_SQL.items():
         done = tlxdb("query", "--store", str(store), "--format", "json", sql)

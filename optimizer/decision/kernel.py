@@ -19,10 +19,11 @@ from collections.abc import Collection, Mapping
 from enum import StrEnum
 
 from optimizer.decision import stats
+from optimizer.providers.base import KernelEvidence
 from profilers.hardware import Resource, lookup_device
 from profilers.ncu import DURATION
 from profilers.roofline import roofline
-from tlxstore.events import BASELINE_ID, RooflineAssessed, Thresholds
+from tlxstore.events import BASELINE_ID, ProfileCollected, RooflineAssessed, Thresholds
 from tlxstore.fold import CandidateState, RunState
 
 NEAR_THRESHOLD = 0.01  # one percentage point of speedup around min_speedup
@@ -93,6 +94,78 @@ def _ncu_kernel(cand: CandidateState, case_id: str) -> str:
         if p.case_id == case_id and p.kernel_names and any(m.source == "ncu" for m in p.metrics):
             return p.kernel_names[0]
     return main_kernel(cand) or "?"
+
+
+DEEP_SHOWN = (
+    "launch__registers_per_thread",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "sm__maximum_warps_per_active_cycle_pct",
+    "smsp__sass_inst_executed_op_local_ld.sum",
+    "smsp__sass_inst_executed_op_local_st.sum",
+    "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+    "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio",
+    "smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio",
+    "smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio",
+)
+
+
+def is_own_profile(p: ProfileCollected) -> bool:
+    """Whether a profile is tlxdb's own (attribution or its ncu child), not the harness's."""
+    own_proton = any(m.source == "proton" and m.name == MAIN_TIME for m in p.metrics)
+    return own_proton or p.diagnostics.startswith("ncu ")
+
+
+def _delta(now: float | None, before: float | None) -> float | None:
+    return None if now is None or before is None or before == 0 else now / before - 1.0
+
+
+def evidence(state: RunState, cid: str) -> list[KernelEvidence]:
+    """The parent's kernel-level evidence per case, with deltas against its own parent."""
+    cand = state.candidates[cid]
+    parent_id = cand.proposal.parent_id
+    prev = state.candidates.get(parent_id) if parent_id else None
+    main = main_kernel(cand)
+    rooflines = {r.case_id: r for r in cand.rooflines}
+    prev_roofs = {r.case_id: r for r in prev.rooflines} if prev else {}
+    cases = list(dict.fromkeys([*rooflines, *(p.case_id for p in cand.profiles)]))
+    out = []
+    for case_id in cases:
+        roof, before = rooflines.get(case_id), prev_roofs.get(case_id)
+        kernels = next(
+            (
+                p.kernel_names
+                for p in cand.profiles
+                if p.case_id == case_id and is_own_profile(p) and p.kernel_names
+            ),
+            [],
+        )
+        deep = {n: _metric(cand, case_id, "ncu", n) for n in DEEP_SHOWN}
+        ncu_t, proton_t = ncu_time_us(cand, case_id), proton_time_us(cand, case_id)
+        out.append(
+            KernelEvidence(
+                case_id=case_id,
+                main_kernel=main,
+                other_kernels=[k for k in kernels if k != main][:3],
+                proton_main_us=proton_t,
+                ncu_main_us=ncu_t,
+                bandwidth_fraction=roof.bandwidth_fraction if roof else None,
+                compute_fraction=roof.compute_fraction if roof else None,
+                bound=roof.bound if roof else "unknown",
+                disagreement=roof.disagreement if roof else "",
+                deep={k: v for k, v in deep.items() if v is not None},
+                ncu_delta=_delta(ncu_t, ncu_time_us(prev, case_id) if prev else None),
+                proton_delta=_delta(proton_t, proton_time_us(prev, case_id) if prev else None),
+                bandwidth_fraction_delta=(
+                    roof.bandwidth_fraction - before.bandwidth_fraction
+                    if roof
+                    and before
+                    and roof.bandwidth_fraction is not None
+                    and before.bandwidth_fraction is not None
+                    else None
+                ),
+            )
+        )
+    return out
 
 
 def has_deep_profile(cand: CandidateState) -> bool:

@@ -39,6 +39,25 @@ class CaseResult(_Model):
     flops: int | None = None
 
 
+class KernelEvidence(_Model):
+    """What tlxdb's own profiles say about the parent on one case, and how its last change moved
+    it (deltas against the parent's own parent; None where unknown)."""
+
+    case_id: str
+    main_kernel: str | None = None
+    other_kernels: list[str] = []  # the rest of what the harness call launched, heaviest first
+    proton_main_us: float | None = None  # per launch
+    ncu_main_us: float | None = None
+    bandwidth_fraction: float | None = None  # of the measured ceiling
+    compute_fraction: float | None = None
+    bound: str = "unknown"
+    disagreement: str = ""
+    deep: dict[str, float | None] = {}  # registers, occupancy, spills, stall reasons (deep set)
+    ncu_delta: float | None = None  # ncu_main_us / the grandparent's - 1
+    proton_delta: float | None = None
+    bandwidth_fraction_delta: float | None = None  # in fraction points
+
+
 class ProviderContext(_Model):
     run_id: str
     round: int
@@ -53,7 +72,8 @@ class ProviderContext(_Model):
     reference_source: str | None = None
     best_per_case: list[CaseResult] = []  # the incumbent's numbers
     baseline_per_case: list[CaseResult] = []
-    parent_profile: list[ProfileMetric] = []
+    parent_profile: list[ProfileMetric] = []  # the harness's own profile() of the parent
+    parent_kernel: list[KernelEvidence] = []  # tlxdb's attribution, ncu and roofline, per case
     measured: list[MeasuredCandidate] = []  # this run and every prior run with the same identity
     exclusions: list[Exclusion] = []
     prior_best: list[MeasuredCandidate] = []  # best candidates of prior runs, best first

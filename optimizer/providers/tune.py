@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from optimizer.bundle.spec import CaseSpec, TargetSpec
 from optimizer.decision.identity import source_hashes
-from optimizer.providers import ProviderOptions
+from optimizer.providers import ProviderOptions, roofline_order
 from optimizer.providers.base import (
     MeasuredCandidate,
     Proposal,
@@ -444,7 +444,15 @@ class TuneProvider:
                         )
                     )
         pairs += self._combined(ctx, space, names, center, points)
-        return sorted(singles + pairs, key=lambda m: m.rank)
+        role_of = {n: knobs[n].role for n in names}
+        return roofline_order.order(  # the roofline breaks ties within each rank class
+            singles + pairs,
+            lambda m: m.rank,
+            lambda m: m.config,
+            center,
+            role_of,
+            ctx.parent_kernel,
+        )
 
     def _combined(
         self,

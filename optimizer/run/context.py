@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from optimizer.bundle.loading import Bundle
-from optimizer.decision import stats
+from optimizer.decision import kernel, stats
 from optimizer.providers.base import CaseResult, Exclusion, MeasuredCandidate, ProviderContext
 from queries import lookups
 from tlxstore.events import BASELINE_ID, DeviceInfo, Outcome, Phase
@@ -148,7 +148,10 @@ def build_context(
         reference_source=bundle.reference_source,
         best_per_case=case_results(parent, phase),
         baseline_per_case=case_results(baseline, Phase.VALIDATION),
-        parent_profile=[m for p in parent.profiles for m in p.metrics],
+        parent_profile=[
+            m for p in parent.profiles if not kernel.is_own_profile(p) for m in p.metrics
+        ],
+        parent_kernel=kernel.evidence(state, parent_id),
         measured=measured,
         exclusions=_merge_exclusions(
             shared.exclusions,

@@ -62,7 +62,11 @@ def ncu_events(cid: str, text: str) -> list[ProfileCollected]:
     ]
 
 
-def state(candidate_ncu_factor: float | None, candidate_us: float = 90.0):
+def state(candidate_ncu_factor: float | None, candidate_us: float = 90.0) -> RunState:
+    return fold_events(state_events(candidate_ncu_factor, candidate_us))
+
+
+def state_events(candidate_ncu_factor: float | None, candidate_us: float = 90.0) -> list[Event]:
     base = [e for e in candidate_events(BASELINE_ID, "base") if not isinstance(e, DecisionMade)]
     cand = [
         e
@@ -72,7 +76,7 @@ def state(candidate_ncu_factor: float | None, candidate_us: float = 90.0):
     events = [run_started(), *base, *ncu_events(BASELINE_ID, RECORDED), *cand]
     if candidate_ncu_factor is not None:
         events += ncu_events("c001", scaled_duration(RECORDED, candidate_ncu_factor))
-    return fold_events(events)
+    return events
 
 
 def fold_events(events: list[Event]) -> RunState:
@@ -160,3 +164,19 @@ def test_without_profiles_the_roofline_falls_back_to_the_benchmark_and_declared_
     (small, _) = kernel.assess(s, "c001", "cpu")
     assert small.time_source == "benchmark" and small.bytes_source == "harness"
     assert small.bandwidth_fraction is None and small.disagreement == ""
+
+
+def test_the_prompt_evidence_of_a_candidate_holds_its_kernel_numbers_and_deltas_to_its_parent():
+    events = state_events(0.95)  # c001 (parent: the baseline) runs its kernel 5% faster in ncu
+    first = fold_events(events)
+    rooflines = [
+        *kernel.assess(first, BASELINE_ID, "NVIDIA H200"),
+        kernel.assess(first, "c001", "NVIDIA H200")[0],  # c001: the first case only
+    ]
+    s = fold_events([*events, *rooflines])
+    (small, large) = kernel.evidence(s, "c001")
+    assert small.case_id == "small" and small.ncu_main_us is not None
+    assert abs(small.ncu_delta - (-0.05)) < 1e-3 and abs(large.ncu_delta - (-0.05)) < 1e-3
+    assert small.bandwidth_fraction_delta is not None and small.bandwidth_fraction_delta > 0
+    assert large.bandwidth_fraction_delta is None  # c001 has no roofline for that case
+    assert abs(small.deep["launch__registers_per_thread"] - 26.0) < 1e-9  # the recorded add

@@ -9,7 +9,7 @@ import pytest
 from conftest import PARENT_SOURCE, make_context
 
 from optimizer.bundle.spec import TargetSpec
-from optimizer.providers.base import Exclusion, MeasuredCandidate
+from optimizer.providers.base import Exclusion, KernelEvidence, MeasuredCandidate
 from optimizer.providers.prompts.render import (
     GUIDANCE_DIR,
     PromptBudget,
@@ -98,6 +98,29 @@ def test_measurements_and_roofline_reach_the_prompt():
     assert "| n65536 | 2.0 | yes |" in text
     assert "19.66 GB/s (0.5% of ceiling)" in text  # 786432 bytes in 40 us against 4.24 TB/s
     assert "memory ceiling: 4.24 TB/s" in text
+
+
+def test_the_parents_kernel_evidence_and_its_deltas_reach_the_prompt():
+    evidence = KernelEvidence(
+        case_id="n65536",
+        main_kernel="add_kernel",
+        other_kernels=["flush"],
+        proton_main_us=41.5,
+        ncu_main_us=40.25,
+        bandwidth_fraction=0.8,
+        bandwidth_fraction_delta=0.05,
+        bound="memory",
+        ncu_delta=-0.0625,
+        deep={"launch__registers_per_thread": 26.0},
+        disagreement="benchmark is 2.00x ncu",
+    )
+    text = render_prompt(make_context(parent_kernel=[evidence]), PromptMode.LLM).user
+    assert (
+        "| n65536 | add_kernel | 41.50 | 40.25 | 80.0% (+5.0 pts) | — | memory | -6.2% | flush |"
+        in text
+    )
+    assert "launch__registers_per_thread=26;" in text
+    assert "clocks disagree: benchmark is 2.00x ncu" in text
 
 
 def exclusion(i: int, **kw) -> Exclusion:
