@@ -28,13 +28,14 @@ import random
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from optimizer.evaluation.guards.snapshot import Snapshot, bundle_modules
 
 HARNESS_MODULE = "harness"
+INLINE_LIMIT_BYTES = 1_000_000  # a profile result larger than this travels as a file
 REQUIRED = ("build", "verify", "benchmark")
 
 
@@ -167,6 +168,31 @@ class _LaunchWindow:
         else:
             self.runtime.launch_enter_hook.remove(self.enter)
             self.runtime.launch_exit_hook.remove(self.exit)
+
+
+def _inline(result: dict[str, Any], request: Any) -> dict[str, Any]:
+    """A profile result as it travels: over INLINE_LIMIT_BYTES of JSON, the whole result is
+    written to `raw_profile.json` under the request's artifacts_dir and a reference travels
+    instead (as the TLX agent does)."""
+    text = json.dumps(result, allow_nan=False)
+    size = len(text.encode())
+    if size <= INLINE_LIMIT_BYTES:
+        return result
+    folder = request.get("artifacts_dir") if isinstance(request, dict) else None
+    if not folder or not os.path.isabs(folder):
+        return {
+            "error": f"the profile's {size} bytes exceed the inline limit of 1 MB "
+            "and no artifacts_dir was given",
+            "size_bytes": size,
+        }
+    path = Path(folder) / "raw_profile.json"
+    path.write_text(text + "\n", encoding="utf-8")
+    return {
+        "artifact": str(path),
+        "size_bytes": size,
+        "truncated": True,
+        "diagnostics": f"the profile's {size} bytes were written to {path}",
+    }
 
 
 class Child:
@@ -352,12 +378,12 @@ class Child:
                 result = fn(artifact, msg["case"], msg.get("request"))
         except BaseException:
             return {"ok": False, "error": "profile raised", "traceback": _tb()}
-        if not isinstance(result, dict):
+        if not isinstance(result, Mapping):
             return {
                 "ok": False,
                 "error": f"profile returned {type(result).__name__}, expected a dict",
             }
-        return {"ok": True, "result": _jsonable(result)}
+        return {"ok": True, "result": _inline(_jsonable(dict(result)), msg.get("request"))}
 
     def _call_harness(self, msg: dict[str, Any]) -> Callable[[], object]:
         artifact, case = self.artifacts[msg["key"]], msg["case"]

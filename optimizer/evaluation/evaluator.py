@@ -260,6 +260,8 @@ def _profile_metrics(
             kernels.extend(str(v) for v in value if isinstance(v, str))
         elif leaf in ("diagnostics", "diagnostic", "error") and value:
             diagnostics.append(f"{prefix}: {value}")
+        elif leaf == "artifact" and isinstance(value, str) and os.path.isabs(value):
+            artifacts.append(value)
         elif leaf in ("artifacts", "artifact_paths") and isinstance(value, list):
             artifacts.extend(str(v) for v in value if isinstance(v, str) and os.path.isabs(v))
         elif isinstance(value, str) and os.path.isabs(value) and leaf.endswith(("path", "file")):
@@ -708,15 +710,17 @@ class _Run:
         self, key: str, cases: list[CaseSpec], profile_args: int, artifacts_dir: Path | None
     ) -> None:
         for case in cases:
-            case_dir = None
-            if artifacts_dir is not None:
-                case_dir = Path(artifacts_dir) / self.cid / case.case_id
-                case_dir.mkdir(parents=True, exist_ok=True)
+            case_dir = (
+                Path(artifacts_dir) / self.cid / case.case_id
+                if artifacts_dir is not None
+                else self.session.workdir / "profile" / case.case_id
+            )
+            case_dir.mkdir(parents=True, exist_ok=True)
             request = {
                 "level": "summary",
                 "tools": ["proton_launch", "native_profiler"],
                 "experiment_id": self.cid,
-                "artifacts_dir": str(case_dir.resolve()) if case_dir else None,
+                "artifacts_dir": str(case_dir.resolve()),
                 "reason": "candidate evaluation",
                 "diagnostic_only": False,
             }

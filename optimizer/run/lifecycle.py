@@ -387,24 +387,7 @@ def optimize(
             _started(request, prep, run_id, out, priors, prov),
             *_baseline_events(prep.kernel_source),
         )
-        checks = validation.validate(
-            prep.evaluator,
-            prep.frozen,
-            prep.kernel_source,
-            prep.thresholds,
-            lambda: run.state.candidates[BASELINE_ID],
-            run.append,
-            strict=request.strict_validation,
-        )
-        run.append(
-            BundleValidated(
-                passed=all(c.passed for c in checks),
-                checks=checks,
-                strict=request.strict_validation,
-            )
-        )
-        if not all(c.passed for c in checks):
-            raise validation.ValidationFailedError(validation.failure_message(checks))
+        _validate_run(run, prep, out, request.strict_validation)
         out.mkdir(parents=True, exist_ok=True)
         shutil.move(str(run.log.path), str(setup.output.log_path))
         write_atomic(setup.output.root / REQUEST_FILE, request.model_dump_json(indent=2) + "\n")
@@ -415,6 +398,34 @@ def optimize(
         run.log = RunLog.open(setup.output.log_path)
         run.ingest()
         return run.run()
+
+
+def _validate_run(run: RunLoop, prep: Prepared, out: Path, strict: bool) -> None:
+    """Validate the bundle into the run's log; the baseline's profile artifacts go to the output
+    folder (a real per-case artifacts_dir), which is removed again when validation fails."""
+    created = not out.exists()
+    try:
+        checks = validation.validate(
+            prep.evaluator,
+            prep.frozen,
+            prep.kernel_source,
+            prep.thresholds,
+            lambda: run.state.candidates[BASELINE_ID],
+            run.append,
+            OutputFolder(out).artifacts_dir(BASELINE_ID),
+            strict=strict,
+        )
+        passed = all(c.passed for c in checks)
+        run.append(BundleValidated(passed=passed, checks=checks, strict=strict))
+        if not passed:
+            raise validation.ValidationFailedError(validation.failure_message(checks))
+    except BaseException:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        else:  # it was empty
+            for p in out.iterdir():
+                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+        raise
 
 
 def _locate_run(store: Store, ref: str) -> tuple[str, Path]:

@@ -1,0 +1,90 @@
+"""Harness shapes the TLX agent accepts, run through `tlxdb optimize`: a dict artifact holding a
+TemporaryDirectory, a bool verify, the three-argument profile with the structured request and a
+real per-case artifacts_dir, nulls with a diagnostic, and a payload over 1 MB spilled to a file.
+One run serves every test of this module."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from compat_cli import bundle, invoke, kernel
+from support.scripted_provider import ScriptedProvider, set_block
+
+from optimizer.providers import registry
+from tlxstore.events import ProfileCollected
+from tlxstore.store import Store
+
+FAST = ["--benchmark-repetitions", "5", "--max-cv", "5", "--max-candidate-seconds", "120"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("structured")
+    registry.register("scripted-shapes", lambda options: ScriptedProvider([set_block(256)]))
+    try:
+        r = invoke(
+            [
+                "optimize",
+                "--kernel",
+                kernel("vecadd.py", tmp / "src"),
+                "--bundle",
+                bundle("structured", tmp),
+                "--store",
+                tmp / "s.duckdb",
+                "--output-dir",
+                tmp / "out",
+                "--provider",
+                "scripted-shapes",
+                "--max-rounds",
+                "1",
+                "--candidates-per-round",
+                "1",
+                "--no-commit-winner",
+                *FAST,
+            ]
+        )
+    finally:
+        registry.unregister("scripted-shapes")
+    assert r.exit_code in (0, 2), r.stderr
+    result = json.loads(r.stdout)
+    envelopes = Store(tmp / "s.duckdb").run_envelopes(result["run_id"])
+    return {"result": result, "out": tmp / "out", "events": [e.event for e in envelopes], "r": r}
+
+
+def _harness_profiles(events) -> list[ProfileCollected]:
+    return [
+        e
+        for e in events
+        if isinstance(e, ProfileCollected) and all(m.source == "harness" for m in e.metrics)
+    ]
+
+
+def test_the_structured_profile_gets_a_real_per_case_artifacts_dir(run):
+    out = run["out"]
+    for cid in ("baseline", "c001"):
+        for case in ("n2048", "n1000"):
+            folder = out / "experiments" / cid / "profile" / cid / case
+            assert json.loads((folder / "trace.json").read_text())["case"] == case
+
+
+def test_a_profile_payload_over_1_mb_is_spilled_to_a_file(run):
+    profiles = _harness_profiles(run["events"])
+    assert {(p.candidate_id, p.case_id) for p in profiles} == {
+        ("baseline", "n2048"),
+        ("baseline", "n1000"),
+        ("c001", "n2048"),
+        ("c001", "n1000"),
+    }
+    for p in profiles:
+        [raw] = [Path(a) for a in p.artifacts if a.endswith("raw_profile.json")]
+        assert raw.parent.name == p.case_id and raw.stat().st_size > 1_000_000
+        kept = json.loads(raw.read_text())
+        assert kept["proton"] is None and kept["note"] == "no GPU profiler on this host"
+        assert {m.name: m.value for m in p.metrics}["size_bytes"] > 1_000_000
+
+
+def test_a_profile_of_nulls_warns_and_the_run_goes_on(run):
+    assert run["r"].stderr.count("warning: baseline:profile: ") == 1
+    assert run["result"]["experiments"][0]["candidate_id"] == "c001"
