@@ -52,6 +52,7 @@ _TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "source_key",
             "norm_key",
             "mk_key",
+            "measured",
         ),
         ("mk_key", "source_key", "norm_key"),
     ),

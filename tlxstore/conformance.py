@@ -35,7 +35,7 @@ from tlxstore.runlog import RunLog
 from tlxstore.store import Store
 from tlxstore.store.connection import Sandbox
 from tlxstore.store.projection import PROJECT_INLINE_BELOW
-from tlxstore.testing import candidate_events, envelopes, small_run
+from tlxstore.testing import candidate_events, cut_short, envelopes, small_run
 
 PROJECTIONS = (
     "proj_runs",
@@ -44,6 +44,7 @@ PROJECTIONS = (
     "proj_samples",
     "proj_sources",
     "proj_exclusions",
+    "proj_failures",
 )
 
 
@@ -75,7 +76,8 @@ class StoreConformance:
         """The same two runs in batches of 11 events (each projected in its own ingest) and in
         one batch of more than PROJECT_INLINE_BELOW events (left to the next read): the first
         read finds every projection row, and the two stores hold the same rows."""
-        both = envelopes("r1", small_run(60, tag="a")) + envelopes("r2", small_run(40, tag="a"))
+        r1 = small_run(60, tag="a") + cut_short("c999", "def k(): return 999")
+        both = envelopes("r1", r1) + envelopes("r2", small_run(40, tag="a"))
         assert len(both) >= PROJECT_INLINE_BELOW
         (tmp_path / "small").mkdir()
         small = self.make_store(tmp_path / "small")
@@ -85,7 +87,9 @@ class StoreConformance:
         assert store.ingest(both) == len(both)
         assert store.projection_lag() == len(both)
         rows = store.query("SELECT count(*) AS n FROM proj_decisions").column("n")[0].as_py()
-        assert rows == 2 + 60 + 40 and store.projection_lag() == 0
+        assert rows == 2 + 60 + 1 + 40 and store.projection_lag() == 0
+        unmeasured = store.query("SELECT candidate_id FROM proj_decisions WHERE NOT measured")
+        assert unmeasured.column("candidate_id").to_pylist() == ["c999"]
         assert self.projections(store) == self.projections(small)
         assert all(self.projections(small).values())
 

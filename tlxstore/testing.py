@@ -19,6 +19,8 @@ from tlxstore.events import (
     Envelope,
     Event,
     ExclusionRecorded,
+    FailureKind,
+    InfrastructureFailed,
     Outcome,
     ProfileCollected,
     ProfileMetric,
@@ -151,6 +153,20 @@ def candidate_events(
             )
         )
     return out
+
+
+def cut_short(candidate_id: str, source: str) -> list[Event]:
+    """A candidate as the loop records one whose evaluation timed out: source, proposal, the
+    retryable infrastructure failure, DecisionMade(failed). It is decided, not measured."""
+    return [
+        *candidate_events(candidate_id, source)[:2],
+        InfrastructureFailed(
+            candidate_id=candidate_id, stage="benchmark", kind=FailureKind.TIMEOUT, retryable=True
+        ),
+        DecisionMade(
+            candidate_id=candidate_id, outcome=Outcome.FAILED, reason="timeout during benchmark"
+        ),
+    ]
 
 
 def small_run(n_candidates: int = 3, output_dir: str = "/tmp/out", tag: str = "") -> list[Event]:

@@ -461,19 +461,11 @@ class RunLoop:
         return None
 
     def _find_in_store(self, raw: str, norm: str) -> Match | None:
-        """A candidate measured under this measurement key in any run of the store."""
+        """A candidate measured under this measurement key in any run of the store (the store
+        decides "measured": a decision no infrastructure failure of its candidate came before)."""
         assert self.state.started is not None
         m = lookups.find_measured(self.s.store, self.state.started.measurement_key, raw, norm)
         if m is None:
-            return None
-        # An infrastructure failure (timeout, crash) does not count as measured, whatever the view says.
-        other = (
-            self.state
-            if m.run_id == self.state.run_id
-            else fold(self.s.store.run_envelopes(m.run_id))
-        )
-        c = other.candidates.get(m.candidate_id)
-        if c is None or infrastructure_failed(c) or interrupted(c):
             return None
         return Match(m.run_id, m.candidate_id, m.match, m.outcome, m.speedup, None, None)
 

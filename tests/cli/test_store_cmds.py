@@ -190,8 +190,13 @@ def test_commands_on_a_missing_store_say_how_to_fill_one(tmp_path):
 def test_a_store_from_a_newer_tlxdb_is_refused_by_every_command(filled):
     import duckdb
 
+    from tlxstore.store.schema import STORE_SCHEMA_VERSION
+
     con = duckdb.connect(str(filled))
-    con.execute("UPDATE tlxdb_meta SET value = '3' WHERE key = 'store_schema_version'")
+    con.execute(
+        "UPDATE tlxdb_meta SET value = ? WHERE key = 'store_schema_version'",
+        [str(STORE_SCHEMA_VERSION + 1)],
+    )
     con.close()
     for args in (
         ["runs"],

@@ -7,7 +7,14 @@ from queries import lookups
 from tlxstore.events import FailureKind, InfrastructureFailed, Outcome
 from tlxstore.hashing import digest_text
 from tlxstore.store import Store
-from tlxstore.testing import MEASUREMENT_KEY, candidate_events, ingest_run, run_started, small_run
+from tlxstore.testing import (
+    MEASUREMENT_KEY,
+    candidate_events,
+    cut_short,
+    ingest_run,
+    run_started,
+    small_run,
+)
 
 _ingest = ingest_run
 
@@ -45,6 +52,19 @@ def test_find_measured_ignores_other_identities_and_unmeasured_sources(store_pat
     )
     _ingest(store, "r2", events)
     assert lookups.find_measured(store, MEASUREMENT_KEY, *_hashes("def k(): pass")) is None
+
+
+def test_a_decision_after_an_infrastructure_failure_is_not_measured(store_path):
+    """As the loop records a timeout: the failure, then DecisionMade(failed). The store alone says
+    the source is not measured (proj_decisions.measured); the same decision without the failure is."""
+    store = Store(store_path)
+    source = "def k(): return 7"
+    cut = cut_short("c001", source)
+    _ingest(store, "r1", [run_started(), *cut])
+    assert lookups.find_measured(store, MEASUREMENT_KEY, *_hashes(source)) is None
+    _ingest(store, "r2", [run_started(), *cut[:2], cut[3]])
+    hit = lookups.find_measured(store, MEASUREMENT_KEY, *_hashes(source))
+    assert hit is not None and (hit.run_id, hit.outcome) == ("r2", "failed")
 
 
 def test_measured_candidates_are_the_optimizer_models(store_path):

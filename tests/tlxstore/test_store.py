@@ -24,7 +24,7 @@ from tlxstore.store import Store
 from tlxstore.store.projection import COMPACT_EVERY, PROJECT_INLINE_BELOW
 from tlxstore.store.schema import STORE_SCHEMA_VERSION
 from tlxstore.store.sql import store_sql
-from tlxstore.testing import candidate_events, envelopes, run_started, small_run
+from tlxstore.testing import candidate_events, cut_short, envelopes, run_started, small_run
 
 
 def test_a_new_store_records_its_schema_version(store_path):
@@ -285,8 +285,37 @@ def _bulk(run_id: str) -> list[Envelope]:
     return envelopes(run_id, events)
 
 
+def _as_v2(store_path: Path) -> None:
+    """Turn a store into what tlxdb's store schema v2 wrote: no proj_failures, no
+    proj_decisions.measured."""
+    con = duckdb.connect(str(store_path))
+    con.execute("DROP TABLE proj_failures")
+    con.execute("ALTER TABLE proj_decisions DROP COLUMN measured")
+    con.execute("UPDATE tlxdb_meta SET value = '2' WHERE key = 'store_schema_version'")
+    con.close()
+
+
+def test_a_v2_store_is_upgraded_on_open_and_its_decisions_say_whether_they_were_measured(
+    store_path,
+):
+    store = Store(store_path)
+    store.ingest(envelopes("cut", [run_started(), *cut_short("c001", "def k(): return 7")]))
+    store.ingest(envelopes("whole", small_run(1)))
+    before = store.query("SELECT * FROM proj_decisions ORDER BY ALL")
+    store.close()
+    _as_v2(store_path)
+    store = Store(store_path)
+    assert store.query(
+        "SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'"
+    ).to_pylist() == [{"value": "3"}]
+    assert store.query("SELECT * FROM proj_decisions ORDER BY ALL") == before
+    measured = store.query("SELECT run_id, bool_and(measured) AS m FROM proj_decisions GROUP BY 1")
+    assert dict(zip(*measured.to_pydict().values(), strict=True)) == {"cut": False, "whole": True}
+
+
 def _as_v1(store_path: Path) -> None:
     """Turn a store into what tlxdb's store schema v1 wrote: no events.pos, no projection_state."""
+    _as_v2(store_path)
     con = duckdb.connect(str(store_path))
     con.execute("ALTER TABLE events DROP COLUMN pos")
     con.execute("DROP TABLE projection_state")
@@ -308,7 +337,7 @@ def test_a_v1_store_is_upgraded_on_open_and_keeps_its_projections(store_path):
     con = duckdb.connect(str(store_path), read_only=True)
     assert con.execute(
         "SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'"
-    ).fetchone() == ("2",)
+    ).fetchone() == ("3",)
     assert con.execute("SELECT count(*) FROM events WHERE pos IS NULL").fetchone() == (len(old),)
     con.close()
     assert store.projection_lag() == 0

@@ -29,11 +29,24 @@ FROM (
 ) c
 LEFT JOIN proj_runs r ON r.run_id = c.run_id;
 
+-- before the decisions: a decision in the same pass sees the failures that came before it
+INSERT INTO proj_failures
+SELECT run_id, p.candidate_id, seq, tlx_key(run_id || '/' || p.candidate_id)
+FROM (
+    SELECT run_id, seq, from_json(payload, '{"candidate_id": "VARCHAR", "retryable": "BOOLEAN"}') AS p
+    FROM unprojected WHERE type = 'InfrastructureFailed'
+)
+WHERE p.retryable AND p.candidate_id IS NOT NULL;
+
 INSERT INTO proj_decisions
 SELECT
     d.run_id, d.p.candidate_id, d.seq, d.recorded_at, d.p.outcome, d.p.reason, d.p.speedup, d.p.ci_low, d.p.ci_high,
     d.p.compared_to, d.k, c.round, c.proposed_at, c.hypothesis, c.knobs, c.source_hash, c.normalized_hash,
-    c.measurement_key, c.source_key, c.norm_key, c.mk_key
+    c.measurement_key, c.source_key, c.norm_key, c.mk_key,
+    NOT EXISTS (
+        SELECT 1 FROM proj_failures f
+        WHERE f.cand_key = d.k AND f.run_id = d.run_id AND f.candidate_id = d.p.candidate_id AND f.seq < d.seq
+    )
 FROM (
     SELECT run_id, seq, recorded_at, p, tlx_key(run_id || '/' || p.candidate_id) AS k
     FROM (

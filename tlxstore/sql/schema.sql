@@ -89,7 +89,18 @@ CREATE TABLE proj_decisions (
     measurement_key VARCHAR,
     source_key BIGINT,
     norm_key BIGINT,
-    mk_key BIGINT
+    mk_key BIGINT,
+    -- the decision was reached on a full measurement: no retryable infrastructure failure
+    -- (timeout, crash, an interrupted evaluation) of the candidate came before it
+    measured BOOLEAN
+);
+
+-- one row per retryable infrastructure failure of a candidate (what makes a decision not measured)
+CREATE TABLE proj_failures (
+    run_id VARCHAR NOT NULL,
+    candidate_id VARCHAR NOT NULL,
+    seq BIGINT NOT NULL,
+    cand_key BIGINT NOT NULL
 );
 
 -- one row per benchmark sample

@@ -77,19 +77,19 @@ class Store(Connections):
             self._check_intact(con)
             version = schema.stored_version(con, self.path)
         if version < schema.STORE_SCHEMA_VERSION:
-            self._upgrade()
+            self._upgrade(version)
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
 
-    def _upgrade(self) -> None:
+    def _upgrade(self, version: int) -> None:
         """Bring an older store to the current schema (schema.upgrade). A store that is not
-        writable stays v1 and is read as it is (every event projected)."""
+        writable stays as it is and is read as it is (a v1 one: every event projected)."""
         with ExitStack() as stack:
             try:
                 con = stack.enter_context(self._connect(write=True))
             except StoreError:
-                self._v1_read_only = True
+                self._v1_read_only = version == 1
                 return
             schema.upgrade(con)
 

@@ -1,5 +1,5 @@
 """The store file's tables and their version: creating them, checking a file is a store this
-tlxdb can read, and upgrading an older one (tlxstore/sql/schema.sql, upgrade_v2.sql)."""
+tlxdb can read, and upgrading an older one (tlxstore/sql/schema.sql, upgrade_v2.sql, upgrade_v3.sql)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import duckdb
 from tlxstore.errors import StoreError, StoreTooNewError
 from tlxstore.store.sql import ALIAS, store_sql
 
-STORE_SCHEMA_VERSION = 2  # 2: events.pos and projection_state (a v1 store is upgraded on open)
+# 2: events.pos and projection_state; 3: proj_failures and proj_decisions.measured. An older
+# store is upgraded on open, one step after another.
+STORE_SCHEMA_VERSION = 3
 
 
 def create(con: duckdb.DuckDBPyConnection, path: Path, schema_sql: str) -> None:
@@ -56,12 +58,14 @@ def stored_version(con: duckdb.DuckDBPyConnection, path: Path) -> int:
 
 
 def upgrade(con: duckdb.DuckDBPyConnection) -> None:
-    """Under the exclusive lock: bring a v1 store to v2 in one transaction. events gains `pos`
-    (NULL for the events it holds, which v1 projected as they came) and projection_state starts
-    with all of them projected. Nothing is done when another process upgraded it meanwhile."""
+    """Under the exclusive lock: bring an older store to the current schema in one transaction,
+    step by step (upgrade_v2.sql: events gains `pos`, NULL for the events a v1 store projected as
+    they came, and projection_state starts with all of them projected; upgrade_v3.sql: the
+    measured flag of decisions). Nothing is done when another process upgraded it meanwhile."""
     row = con.execute("SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'").fetchone()
-    if row is None or int(row[0]) != 1:
+    if row is None or int(row[0]) >= STORE_SCHEMA_VERSION:
         return
     con.execute("BEGIN")
-    con.execute(store_sql("upgrade_v2"))
+    for version in range(int(row[0]) + 1, STORE_SCHEMA_VERSION + 1):
+        con.execute(store_sql(f"upgrade_v{version}"))
     con.execute("COMMIT")
