@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 from optimizer.vcs.common import (
     ToolResult,
@@ -99,12 +100,7 @@ def commit(
     kernel = root / rel
     _check_state(root, git_dir, expected_head)
     lock = git_dir / "index.lock"
-    try:
-        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError as exc:
-        raise VcsError(
-            f"the git index is locked ({lock} exists): another git command is running, or one crashed"
-        ) from exc
+    fd = _lock_index(lock)
     try:
         with (
             os.fdopen(fd, "wb") as lock_file,
@@ -117,57 +113,9 @@ def commit(
                     f"{rel} was edited during the run; the winner was not committed"
                 )
             index = git_dir / "index"
-            mode, staged_blob = _index_entry(root, rel)
-            staged = _git_ok(root, "cat-file", "--filters", f"--path={rel}", staged_blob)
-            merged_staged = merge3(committed_before, staged, new_committed)
-            if merged_staged.text is None:
-                raise VcsConflictError(
-                    f"the winner's change overlaps your staged edits to {rel}; nothing was committed"
-                )
-            head_mode = _head_mode(root, rel)
-            commit_blob = _hash_object(root, rel, new_committed)
-            staged_after_blob = _hash_object(root, rel, merged_staged.text)
-
-            # The commit: HEAD's tree with only the kernel replaced, from a private index.
-            commit_index = Path(tmp) / "commit-index"
-            shutil.copyfile(index, commit_index)
-            _git_ok(root, "read-tree", "--reset", "HEAD", index_file=commit_index)
-            _git_ok(
-                root,
-                "update-index",
-                "--cacheinfo",
-                f"{head_mode},{commit_blob},{rel}",
-                index_file=commit_index,
-            )
-            msg = Path(tmp) / "message"
-            msg.write_text(message, encoding="utf-8")
-            res = _git(
-                root,
-                "commit",
-                "-q",
-                "--cleanup=whitespace",
-                "-F",
-                str(msg),
-                index_file=commit_index,
-            )
-            if not res.ok:
-                raise VcsError(f"git commit failed: {res.reason()}")
-            revision = _git_ok(root, "rev-parse", "HEAD").decode().strip()
-
-            # The user's index: only the kernel's entry moves; written through index.lock.
-            user_index = Path(tmp) / "user-index"
-            shutil.copyfile(index, user_index)
-            updated = _git(
-                root,
-                "update-index",
-                "--cacheinfo",
-                f"{mode},{staged_after_blob},{rel}",
-                index_file=user_index,
-            )
-            if updated.ok:
-                lock_file.write(user_index.read_bytes())
-                lock_file.flush()
-                os.fsync(lock_file.fileno())
+            commit_entry, user_entry = _entries(root, rel, committed_before, new_committed)
+            revision = _commit_from_private_index(root, index, Path(tmp), commit_entry, message)
+            updated = _update_user_index(root, index, Path(tmp), user_entry, lock_file)
         if not updated.ok:
             return (
                 revision,
@@ -181,6 +129,68 @@ def commit(
         return revision, f"committed; {rel} was edited while committing and was left as it is"
     write_file_atomically(kernel, new_working)
     return revision, ""
+
+
+def _lock_index(lock: Path) -> int:
+    """Take git's own index lock (create `index.lock` exclusively); its open descriptor."""
+    try:
+        return os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError as exc:
+        raise VcsError(
+            f"the git index is locked ({lock} exists): another git command is running, or one crashed"
+        ) from exc
+
+
+def _entries(
+    root: Path, rel: str, committed_before: bytes, new_committed: bytes
+) -> tuple[str, str]:
+    """The kernel's index entries (`mode,blob,path`, blobs written): the one to commit (HEAD's
+    mode, the new text) and the user's after it (their staged text plus the agent's change); a
+    change that overlaps the staged edits is a conflict."""
+    mode, staged_blob = _index_entry(root, rel)
+    staged = _git_ok(root, "cat-file", "--filters", f"--path={rel}", staged_blob)
+    merged_staged = merge3(committed_before, staged, new_committed)
+    if merged_staged.text is None:
+        raise VcsConflictError(
+            f"the winner's change overlaps your staged edits to {rel}; nothing was committed"
+        )
+    head_mode = _head_mode(root, rel)
+    commit_entry = f"{head_mode},{_hash_object(root, rel, new_committed)},{rel}"
+    return commit_entry, f"{mode},{_hash_object(root, rel, merged_staged.text)},{rel}"
+
+
+def _commit_from_private_index(
+    root: Path, index: Path, tmp: Path, cacheinfo: str, message: str
+) -> str:
+    """The commit: HEAD's tree with only the kernel's entry (`cacheinfo`) replaced, from a
+    private index, through `git commit` (hooks and identity apply); the new revision."""
+    commit_index = tmp / "commit-index"
+    shutil.copyfile(index, commit_index)
+    _git_ok(root, "read-tree", "--reset", "HEAD", index_file=commit_index)
+    _git_ok(root, "update-index", "--cacheinfo", cacheinfo, index_file=commit_index)
+    msg = tmp / "message"
+    msg.write_text(message, encoding="utf-8")
+    res = _git(
+        root, "commit", "-q", "--cleanup=whitespace", "-F", str(msg), index_file=commit_index
+    )
+    if not res.ok:
+        raise VcsError(f"git commit failed: {res.reason()}")
+    return _git_ok(root, "rev-parse", "HEAD").decode().strip()
+
+
+def _update_user_index(
+    root: Path, index: Path, tmp: Path, cacheinfo: str, lock_file: BinaryIO
+) -> ToolResult:
+    """The user's index with only the kernel's entry moved, written into index.lock (renamed
+    over the index by the caller when this succeeded)."""
+    user_index = tmp / "user-index"
+    shutil.copyfile(index, user_index)
+    updated = _git(root, "update-index", "--cacheinfo", cacheinfo, index_file=user_index)
+    if updated.ok:
+        lock_file.write(user_index.read_bytes())
+        lock_file.flush()
+        os.fsync(lock_file.fileno())
+    return updated
 
 
 def _check_state(root: Path, git_dir: Path, expected_head: str) -> None:

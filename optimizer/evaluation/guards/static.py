@@ -615,130 +615,163 @@ def _is_alloc(value: ast.AST) -> bool:
 def _function_rules(
     tree: ast.Module, kernels: dict[str, tuple[list[str], set[str]]]
 ) -> list[Finding]:
+    """The input-mutation and output-cache findings of every Python (not @jit) function."""
     findings: list[Finding] = []
     module_names = _module_names(tree)
     for fn in ast.walk(tree):
-        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) or _is_jit(fn):
-            continue
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and not _is_jit(fn):
+            findings += _FunctionScan(fn, module_names, kernels).findings()
+    return findings
+
+
+class _FunctionScan:
+    """One Python function: the locals that view its inputs, the locals holding tensors it
+    allocated, and the module-level containers that receive them."""
+
+    def __init__(
+        self,
+        fn: ast.FunctionDef | ast.AsyncFunctionDef,
+        module_names: set[str],
+        kernels: dict[str, tuple[list[str], set[str]]],
+    ) -> None:
+        self.fn = fn
+        self.kernels = kernels
         a = fn.args
         params = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]} - {"self", "cls"}
         inputs = {
             n for n in params if n not in _OUTPUT_PARAM_NAMES and not n.startswith(("out", "dst"))
         }
-        alias: dict[str, str] = {p: p for p in inputs}  # local name -> the input it views
-        allocs: set[str] = set()
-        globals_declared = {
+        self.alias: dict[str, str] = {p: p for p in inputs}  # local name -> the input it views
+        self.allocs: set[str] = set()
+        self.globals_declared = {
             n for node in ast.walk(fn) if isinstance(node, ast.Global) for n in node.names
         }
         local_names = {
             n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-        } - globals_declared
-        containers = (module_names | globals_declared) - local_names - params
-        cached_in: set[str] = set()  # module-level containers that received an allocated tensor
-        cached_names: set[str] = set()
-        for node in ast.walk(fn):
+        } - self.globals_declared
+        self.containers = (module_names | self.globals_declared) - local_names - params
+        self.cached_in: set[str] = (
+            set()
+        )  # module-level containers that received an allocated tensor
+        self.cached_names: set[str] = set()
+        self.found: list[Finding] = []
+
+    def findings(self) -> list[Finding]:
+        for node in ast.walk(self.fn):
             if isinstance(node, ast.Assign):
-                v = node.value
-                src = None
-                if isinstance(v, ast.Name):
-                    src = alias.get(v.id)
-                elif isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name):
-                    src = alias.get(v.value.id)
-                elif (
-                    isinstance(v, ast.Call)
-                    and isinstance(v.func, ast.Attribute)
-                    and v.func.attr in _VIEW_METHODS
-                ):
-                    base = v.func.value
-                    while (
-                        isinstance(base, ast.Call)
-                        and isinstance(base.func, ast.Attribute)
-                        and base.func.attr in _VIEW_METHODS
-                    ):
-                        base = base.func.value
-                    if isinstance(base, ast.Name):
-                        src = alias.get(base.id)
-                for t in node.targets:
-                    if isinstance(t, ast.Name):
-                        if src is not None:
-                            alias[t.id] = src
-                        if _is_alloc(v):
-                            allocs.add(t.id)
-                        if t.id in globals_declared and (
-                            _is_alloc(v) or (isinstance(v, ast.Name) and v.id in allocs)
-                        ):
-                            cached_in.add(t.id)
-                            if isinstance(v, ast.Name):
-                                cached_names.add(v.id)
-                    if (
-                        isinstance(t, ast.Subscript)
-                        and isinstance(t.value, ast.Name)
-                        and t.value.id in containers
-                        and ((isinstance(v, ast.Name) and v.id in allocs) or _is_alloc(v))
-                    ):
-                        cached_in.add(t.value.id)
-                        if isinstance(v, ast.Name):
-                            cached_names.add(v.id)
+                self._assign(node)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                base = node.func.value
-                if (
-                    isinstance(base, ast.Name)
-                    and base.id in containers
-                    and node.func.attr in ("append", "setdefault", "update", "insert")
-                    and any(
-                        (isinstance(x, ast.Name) and x.id in allocs) or _is_alloc(x)
-                        for x in node.args
-                    )
-                ):
-                    cached_in.add(base.id)
-                    cached_names |= {x.id for x in node.args if isinstance(x, ast.Name)}
-            # A launch kernel[grid](...) that binds an input (or a view of one) to a written pointer.
+                self._container_call(node, node.func)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
-                kname = _dotted(node.func.value)
-                if kname in kernels:
-                    kparams, written = kernels[kname]
-                    bound = list(zip(kparams, node.args, strict=False)) + [
-                        (k.arg, k.value) for k in node.keywords if k.arg
-                    ]
-                    for kp, arg in bound:
-                        if kp in written and isinstance(arg, ast.Name) and arg.id in alias:
-                            findings.append(
-                                Finding(
-                                    "static:input-mutation",
-                                    f"passes its argument {alias[arg.id]!r} as {kp}, which kernel "
-                                    f"{kname} writes: an in-place write into an input",
-                                    node.lineno,
-                                )
-                            )
-        for node in ast.walk(fn):
-            if not isinstance(node, ast.Return) or node.value is None:
-                continue
-            v = node.value
-            returns_cached = (isinstance(v, ast.Name) and v.id in cached_names | cached_in) or (
-                (
-                    isinstance(v, ast.Subscript)
-                    and isinstance(v.value, ast.Name)
-                    and v.value.id in cached_in
-                )
-                or (
-                    isinstance(v, ast.Call)
-                    and isinstance(v.func, ast.Attribute)
-                    and v.func.attr == "get"
-                    and isinstance(v.func.value, ast.Name)
-                    and v.func.value.id in cached_in
-                )
-            )
-            if returns_cached:
-                where = ", ".join(sorted(cached_in))
-                findings.append(
+                self._launch(node, node.func)
+        for node in ast.walk(self.fn):
+            if (
+                isinstance(node, ast.Return)
+                and node.value is not None
+                and self._returns_cached(node.value)
+            ):
+                where = ", ".join(sorted(self.cached_in))
+                self.found.append(
                     Finding(
                         "static:output-cache",
-                        f"{fn.name}() keeps its output tensor in module-level {where} and returns "
-                        "it across calls: stale results for new inputs",
+                        f"{self.fn.name}() keeps its output tensor in module-level {where} and "
+                        "returns it across calls: stale results for new inputs",
                         node.lineno,
                     )
                 )
-    return findings
+        return self.found
+
+    def _is_allocated(self, v: ast.expr) -> bool:
+        return (isinstance(v, ast.Name) and v.id in self.allocs) or _is_alloc(v)
+
+    def _viewed_input(self, v: ast.expr) -> str | None:
+        """The input that `v` is, indexes, or views through view methods, if any."""
+        if isinstance(v, ast.Name):
+            return self.alias.get(v.id)
+        if isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name):
+            return self.alias.get(v.value.id)
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute):
+            if v.func.attr not in _VIEW_METHODS:
+                return None
+            base = v.func.value
+            while (
+                isinstance(base, ast.Call)
+                and isinstance(base.func, ast.Attribute)
+                and base.func.attr in _VIEW_METHODS
+            ):
+                base = base.func.value
+            if isinstance(base, ast.Name):
+                return self.alias.get(base.id)
+        return None
+
+    def _assign(self, node: ast.Assign) -> None:
+        v = node.value
+        src = self._viewed_input(v)
+        for t in node.targets:
+            if isinstance(t, ast.Name):
+                if src is not None:
+                    self.alias[t.id] = src
+                if _is_alloc(v):
+                    self.allocs.add(t.id)
+                if t.id in self.globals_declared and (
+                    _is_alloc(v) or (isinstance(v, ast.Name) and v.id in self.allocs)
+                ):
+                    self._cache(t.id, [v])
+            if (
+                isinstance(t, ast.Subscript)
+                and isinstance(t.value, ast.Name)
+                and t.value.id in self.containers
+                and self._is_allocated(v)
+            ):
+                self._cache(t.value.id, [v])
+
+    def _cache(self, container: str, values: list[ast.expr]) -> None:
+        self.cached_in.add(container)
+        self.cached_names |= {x.id for x in values if isinstance(x, ast.Name)}
+
+    def _container_call(self, node: ast.Call, func: ast.Attribute) -> None:
+        """`cache.append(t)` and the like, with an allocated tensor, on a module-level container."""
+        base = func.value
+        if (
+            isinstance(base, ast.Name)
+            and base.id in self.containers
+            and func.attr in ("append", "setdefault", "update", "insert")
+            and any(self._is_allocated(x) for x in node.args)
+        ):
+            self._cache(base.id, node.args)
+
+    def _launch(self, node: ast.Call, func: ast.Subscript) -> None:
+        """A launch kernel[grid](...) that binds an input (or a view of one) to a written pointer."""
+        kname = _dotted(func.value)
+        if kname not in self.kernels:
+            return
+        kparams, written = self.kernels[kname]
+        bound = list(zip(kparams, node.args, strict=False)) + [
+            (k.arg, k.value) for k in node.keywords if k.arg
+        ]
+        for kp, arg in bound:
+            if kp in written and isinstance(arg, ast.Name) and arg.id in self.alias:
+                self.found.append(
+                    Finding(
+                        "static:input-mutation",
+                        f"passes its argument {self.alias[arg.id]!r} as {kp}, which kernel "
+                        f"{kname} writes: an in-place write into an input",
+                        node.lineno,
+                    )
+                )
+
+    def _returns_cached(self, v: ast.expr) -> bool:
+        if isinstance(v, ast.Name):
+            return v.id in self.cached_names | self.cached_in
+        if isinstance(v, ast.Subscript):
+            return isinstance(v.value, ast.Name) and v.value.id in self.cached_in
+        return (
+            isinstance(v, ast.Call)
+            and isinstance(v.func, ast.Attribute)
+            and v.func.attr == "get"
+            and isinstance(v.func.value, ast.Name)
+            and v.func.value.id in self.cached_in
+        )
 
 
 def check_source(source: str, trusted_source: str | None = None) -> list[Finding]:
