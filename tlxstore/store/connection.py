@@ -95,11 +95,13 @@ class Connections:
         """Refuse a store file shorter than the blocks its header counts (a copy cut short):
         at open, before any command has done work, not at the first read of a missing block."""
         row = con.execute(
-            "SELECT block_size, total_blocks FROM pragma_database_size() WHERE database_name = ?",
+            "SELECT block_size, used_blocks FROM pragma_database_size() WHERE database_name = ?",
             [ALIAS],
         ).fetchone()
         if row is None or not row[0] or self.path.with_name(self.path.name + ".wal").exists():
             return  # a DuckLake (it checks its files as it reads), or blocks still in a WAL
+        # Used blocks, not total_blocks: DuckDB cuts free blocks off the end of the file but still
+        # counts them. A file shorter than its used blocks must lack one of them.
         expected = _HEADER_BYTES + int(row[0]) * int(row[1])
         size = self.path.stat().st_size
         if size < expected:
