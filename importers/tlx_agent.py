@@ -75,14 +75,60 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+class _Fields:
+    """Typed reads of one experiment's fields: a value of the wrong type is refused with the
+    field named (ImportFormatError), never coerced or dropped. Absent or null means unset."""
 
+    def __init__(self, where: str) -> None:
+        self.where = where
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
+    def refuse(self, field: str, want: str, got: Any) -> ImportFormatError:
+        return ImportFormatError(
+            f"{self.where}: {field} must be {want}, got {json.dumps(got, default=str)[:80]}"
+        )
+
+    def text(self, obj: dict[str, Any], key: str, field: str | None = None) -> str:
+        value = obj.get(key)
+        if value is None or isinstance(value, str):
+            return value or ""
+        raise self.refuse(field or key, "a string", value)
+
+    def object(self, obj: dict[str, Any], key: str, field: str | None = None) -> dict[str, Any]:
+        value = obj.get(key)
+        if value is None or isinstance(value, dict):
+            return value or {}
+        raise self.refuse(field or key, "an object", value)
+
+    def number(self, obj: dict[str, Any], key: str, field: str | None = None) -> float | None:
+        value = obj.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.refuse(field or key, "a number", value)
+        return float(value) if math.isfinite(value) else None
+
+    def count(self, obj: dict[str, Any], key: str, field: str | None = None) -> int | None:
+        value = obj.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise self.refuse(field or key, "a non-negative integer", value)
+        return value
+
+    def flag(self, obj: dict[str, Any], key: str, field: str | None = None) -> bool:
+        value = obj.get(key, False)
+        if isinstance(value, bool):
+            return value
+        raise self.refuse(field or key, "true or false", value)
+
+    def samples(self, obj: dict[str, Any], field: str) -> list[float]:
+        value = obj.get("samples_us")
+        if not isinstance(value, list) or not value:
+            raise self.refuse(field, "a non-empty list of microseconds", value)
+        for s in value:
+            if isinstance(s, bool) or not isinstance(s, int | float) or not (0 < s < math.inf):
+                raise self.refuse(field, "positive finite numbers", s)
+        return [float(s) for s in value]
 
 
 def events_from_tlx_folder(
@@ -142,8 +188,11 @@ def _run_started(
     kernel_sha = digest_bytes(baseline.read_bytes()) if baseline.is_file() else digest_text("")
     first = items[0] if isinstance(items[0], dict) else {}
     kernel_path = _text(first.get("source_path"))  # where the TLX agent wrote it
-    output_dir = _text((result or {}).get("artifacts_dir")) or str(
-        Path(kernel_path).parent.parent.parent
+    given = result or {}
+    output_dir = (
+        _text(given.get("artifacts_dir"))
+        or _text(given.get("output_dir"))
+        or str(Path(kernel_path).parent.parent.parent)
     )
     return RunStarted(
         argv=["tlx-agent", "(imported)"],
@@ -170,23 +219,44 @@ def _experiment_events(
     normalize: Callable[[str], str],
     seen_sources: set[str],
 ) -> list[Event]:
+    """One experiment: its source, proposal, per-case evidence and decision."""
     if not isinstance(item, dict):
         raise ImportFormatError(f"{exp_path}: experiment {index} is not an object")
     exp_id = item.get("experiment_id")
     if not isinstance(exp_id, str) or not _SAFE_ID.fullmatch(exp_id):
         raise ImportFormatError(f"{exp_path}: experiment {index} has no usable experiment_id")
-    status = _text(item.get("status"))
+    f = _Fields(f"{exp_path}: experiment {exp_id}")
+    status = f.text(item, "status")
     if status not in _OUTCOMES:
         raise ImportFormatError(f"{exp_path}: experiment {exp_id} has unknown status {status!r}")
+    source_events, proposal = _proposal(folder, exp_id, item, f, normalize, seen_sources)
+    phase = Phase.VALIDATION if status == "baseline" else Phase.ROUND
+    performance = f.object(item, "performance")
+    cases = performance.get("cases")
+    if cases is not None and not isinstance(cases, list):
+        raise f.refuse("performance.cases", "a list", cases)
+    evidence = [e for i, c in enumerate(cases or []) for e in _case_events(exp_id, i, c, f, phase)]
+    return [*source_events, proposal, *evidence, _decision(item, status, evidence, f)]
+
+
+def _proposal(
+    folder: Path,
+    exp_id: str,
+    item: dict[str, Any],
+    f: _Fields,
+    normalize: Callable[[str], str],
+    seen_sources: set[str],
+) -> tuple[list[Event], CandidateProposed]:
+    """The experiment's source (stored once per content) and its CandidateProposed."""
     source_file = folder / "experiments" / exp_id / "kernel.py"
     source = (
         source_file.read_text(encoding="utf-8", errors="replace") if source_file.is_file() else ""
     )
     raw_hash, norm_hash = digest_text(source), digest_text(normalize(source))
-    out: list[Event] = []
+    stored: list[Event] = []
     if raw_hash not in seen_sources:
         seen_sources.add(raw_hash)
-        out.append(
+        stored.append(
             SourceStored(
                 source_hash=raw_hash,
                 normalized_hash=norm_hash,
@@ -194,82 +264,99 @@ def _experiment_events(
                 size_bytes=len(source.encode()),
             )
         )
-    round_index = item.get("round_index")
-    out.append(
-        CandidateProposed(
-            candidate_id=exp_id,
-            parent_id=item.get("parent_id") if isinstance(item.get("parent_id"), str) else None,
-            round=round_index if isinstance(round_index, int) and round_index >= 0 else 0,
-            provider=PROVIDER,
-            hypothesis=_text(item.get("hypothesis")),
-            evidence=_text(item.get("evidence")),
-            change=_text(item.get("mutation_summary")),
-            expected_effect=_text(item.get("expected_effect")),
-            risk=_text(item.get("risk")),
-            commit_title=_text(item.get("commit_title")) or None,
-            commit_summary=_text(item.get("commit_summary")) or None,
-            source_hash=raw_hash,
-            normalized_hash=norm_hash,
-        )
+    proposal = CandidateProposed(
+        candidate_id=exp_id,
+        parent_id=f.text(item, "parent_id") or None,
+        round=f.count(item, "round_index") or 0,
+        provider=PROVIDER,
+        hypothesis=f.text(item, "hypothesis"),
+        evidence=f.text(item, "evidence"),
+        change=f.text(item, "mutation_summary"),
+        expected_effect=f.text(item, "expected_effect"),
+        risk=f.text(item, "risk"),
+        commit_title=f.text(item, "commit_title") or None,
+        commit_summary=f.text(item, "commit_summary") or None,
+        source_hash=raw_hash,
+        normalized_hash=norm_hash,
     )
-    performance = _object(item.get("performance"))
-    phase = Phase.VALIDATION if status == "baseline" else Phase.ROUND
-    for case in performance.get("cases") or []:
-        if not isinstance(case, dict) or not isinstance(case.get("case_id"), str):
-            raise ImportFormatError(f"{exp_path}: experiment {exp_id} has a case without case_id")
-        verification = _object(case.get("verification"))
-        metrics = _object(verification.get("metrics"))
+    return stored, proposal
+
+
+def _case_events(exp_id: str, i: int, case: Any, f: _Fields, phase: Phase) -> list[Event]:
+    """One case of performance.cases: its verification and, when timed, its samples."""
+    where = f"performance.cases[{i}]"
+    if not isinstance(case, dict) or not isinstance(case.get("case_id"), str):
+        raise f.refuse(f"{where}.case_id", "a string", case)
+    verification = f.object(case, "verification", f"{where}.verification")
+    metrics = f.object(verification, "metrics", f"{where}.verification.metrics")
+    out: list[Event] = [
+        CaseVerified(
+            candidate_id=exp_id,
+            case_id=case["case_id"],
+            passed=f.flag(verification, "passed", f"{where}.verification.passed"),
+            phase=phase,
+            diagnostics=f.text(verification, "diagnostics", f"{where}.verification.diagnostics"),
+            metrics={
+                str(k): f.number(metrics, k, f"{where}.verification.metrics.{k}") for k in metrics
+            },
+        )
+    ]
+    timing = f.object(case, "timing", f"{where}.timing")
+    if timing:
         out.append(
-            CaseVerified(
+            BenchmarkSampled(
                 candidate_id=exp_id,
                 case_id=case["case_id"],
-                passed=verification.get("passed") is True,
                 phase=phase,
-                diagnostics=_text(verification.get("diagnostics")),
-                metrics={str(k): _number(v) for k, v in metrics.items()},
+                samples_us=f.samples(timing, f"{where}.timing.samples_us"),
+                warmup_count=f.count(timing, "warmup_count", f"{where}.timing.warmup_count"),
+                cache_policy=f.text(timing, "cache_policy", f"{where}.timing.cache_policy") or None,
             )
         )
-        timing = case.get("timing")
-        if isinstance(timing, dict):
-            samples = [_number(s) for s in timing.get("samples_us") or []]
-            if samples and all(s is not None and s > 0 for s in samples):
-                out.append(
-                    BenchmarkSampled(
-                        candidate_id=exp_id,
-                        case_id=case["case_id"],
-                        phase=phase,
-                        samples_us=[s for s in samples if s is not None],
-                        warmup_count=timing.get("warmup_count")
-                        if isinstance(timing.get("warmup_count"), int)
-                        else None,
-                        cache_policy=_text(timing.get("cache_policy")) or None,
-                    )
-                )
-    speedup = _number(performance.get("aggregate_speedup"))
-    out.append(
-        DecisionMade(
-            candidate_id=exp_id,
-            outcome=_OUTCOMES[status],
-            reason=_text(item.get("diagnostics")) or f"TLX agent status: {status}",
-            speedup=speedup if speedup and speedup > 0 else None,
-            compared_to=None
-            if status == "baseline"
-            else item.get("parent_id")
-            if isinstance(item.get("parent_id"), str)
-            else None,
-        )
-    )
     return out
 
 
+def _decision(item: dict[str, Any], status: str, evidence: list[Event], f: _Fields) -> DecisionMade:
+    """The recorded status as a decision, unless the evidence contradicts a promotion: a
+    promoted experiment none of whose cases verified, or that was never timed, is imported as
+    rejected with the reason."""
+    exp_id = str(item["experiment_id"])
+    outcome = _OUTCOMES[status]
+    reason = f.text(item, "diagnostics") or f"TLX agent status: {status}"
+    speedup = f.number(f.object(item, "performance"), "aggregate_speedup", "aggregate_speedup")
+    if status == "promoted":
+        verified = [e.passed for e in evidence if isinstance(e, CaseVerified)]
+        timed = any(isinstance(e, BenchmarkSampled) for e in evidence)
+        why = (
+            "no case passed verification"
+            if not any(verified)
+            else "no case was timed"
+            if not timed
+            else ""
+        )
+        if why:
+            outcome = Outcome.REJECTED
+            reason = f"TLX agent status promoted, contradicted by its evidence: {why}"
+            speedup = None
+    return DecisionMade(
+        candidate_id=exp_id,
+        outcome=outcome,
+        reason=reason,
+        speedup=speedup if speedup and speedup > 0 else None,
+        compared_to=None if status == "baseline" else f.text(item, "parent_id") or None,
+    )
+
+
 def _run_finished(result: dict[str, Any]) -> RunFinished:
+    """The run's end from result.json: the TLX agent's keys, or tlxdb's own (winner_id, its
+    stopping reasons) when the folder is a tlxdb output folder read as a TLX one."""
     reason = _text(result.get("stopping_reason"))
-    winner = _text(result.get("winner_experiment_id")) or None
+    winner = _text(result.get("winner_experiment_id")) or _text(result.get("winner_id")) or None
     success = result.get("success") is True
+    known = {r.value: r for r in StoppingReason}
+    fallback = StoppingReason.MAX_ROUNDS if success else StoppingReason.SEARCH_EXHAUSTED
     return RunFinished(
-        stopping_reason=_STOPPING.get(
-            reason, StoppingReason.MAX_ROUNDS if success else StoppingReason.SEARCH_EXHAUSTED
-        ),
+        stopping_reason=_STOPPING.get(reason) or known.get(reason, fallback),
         success=success,
         winner_id=winner if success else None,
         detail=f"TLX agent stopping_reason: {reason}" if reason else "",

@@ -7,6 +7,8 @@ Layout:
     <output_dir>/result.json           the stdout object
     <output_dir>/report.md             the run's report
     <output_dir>/experiments/<id>/kernel.py, incremental.patch, cumulative.patch, profile/
+    the TLX agent's files beside them: experiments.json, baseline_profile.json,
+    best_profile.json, experiments/<id>/result.json and profile.json (optimizer.run.tlx_files)
 
 Invariants: every file is written atomically (temp file + rename); experiment files are written
 when the candidate is proposed, the final files when the run finishes.
@@ -15,12 +17,15 @@ when the candidate is proposed, the final files when the run finishes.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from optimizer.run.tlx_files import tlx_files
 from tlxstore.events import BASELINE_ID
+from tlxstore.fold import RunState
 
 if TYPE_CHECKING:
     from optimizer.reporting.result import RunResult
@@ -96,6 +101,12 @@ class OutputFolder:
                 baseline_source, source, f"{BASELINE_ID}/kernel.py", f"{candidate_id}/kernel.py"
             ),
         )
+
+    def write_tlx(self, state: RunState, winner_id: str | None, baseline_source: str) -> None:
+        """The TLX agent's files (optimizer.run.tlx_files), rewritten whole each time."""
+        write_atomic(self.experiment_dir(BASELINE_ID) / "kernel.py", baseline_source)
+        for rel, value in tlx_files(state, self.root, winner_id).items():
+            write_atomic(self.root / rel, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
     def write_final(self, result: RunResult, best_source: str, report_md: str) -> None:
         write_atomic(self.root / "best_kernel.py", best_source)

@@ -613,4 +613,5 @@ class RunLoop:
         win = winner(self.state)
         best = self._source(win or BASELINE_ID)
         result = self.result()
+        self.s.output.write_tlx(self.state, win, self._source(BASELINE_ID))
         self.s.output.write_final(result, best, markdown_report(self.state, result))

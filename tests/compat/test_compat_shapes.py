@@ -88,3 +88,78 @@ def test_a_profile_payload_over_1_mb_is_spilled_to_a_file(run):
 def test_a_profile_of_nulls_warns_and_the_run_goes_on(run):
     assert run["r"].stderr.count("warning: baseline:profile: ") == 1
     assert run["result"]["experiments"][0]["candidate_id"] == "c001"
+
+
+EXPERIMENT_FIELDS = {
+    "experiment_id",
+    "round_index",
+    "parent_id",
+    "status",
+    "source_path",
+    "incremental_patch_path",
+    "cumulative_patch_path",
+    "performance",
+    "diagnostics",
+    "mutation_summary",
+    "hypothesis",
+    "evidence",
+    "expected_effect",
+    "risk",
+    "commit_title",
+    "commit_summary",
+    "profile_path",
+}
+
+
+def test_the_output_folder_holds_the_tlx_agents_files(run):
+    out = run["out"]
+    items = json.loads((out / "experiments.json").read_text())
+    assert [i["experiment_id"] for i in items] == ["baseline", "c001"]
+    assert all(set(i) >= EXPERIMENT_FIELDS for i in items)
+    base, c001 = items
+    assert base["status"] == "baseline" and base["round_index"] == 0
+    assert c001["status"] == run["result"]["experiments"][0]["outcome"]
+    assert c001["parent_id"] == "baseline" and c001["round_index"] == 1
+    assert Path(c001["source_path"]).read_text() == (out / "experiments/c001/kernel.py").read_text()
+    assert Path(c001["cumulative_patch_path"]).is_file()
+    for item in items:
+        for case in item["performance"]["cases"]:
+            assert case["verification"]["passed"] is True
+            assert all(s > 0 for s in case["timing"]["samples_us"])
+    assert json.loads((out / "experiments/c001/result.json").read_text()) == c001
+    assert json.loads((out / "experiments/baseline/result.json").read_text()) == base["performance"]
+    assert set(json.loads((out / "baseline_profile.json").read_text())) == {"n2048", "n1000"}
+    best = "c001" if run["result"]["winner_id"] else "baseline"
+    assert json.loads((out / "best_profile.json").read_text()) == json.loads(
+        (out / f"experiments/{best}/profile.json").read_text()
+    )
+
+
+def _candidates(store: Path, run_id: str) -> dict[str, tuple]:
+    from tlxstore.fold import fold
+
+    state = fold(Store(store).run_envelopes(run_id))
+    return {
+        cid: (
+            c.proposal.source_hash,
+            c.proposal.normalized_hash,
+            c.decision.outcome if c.decision else None,
+            c.decision.speedup if c.decision else None,
+        )
+        for cid, c in state.candidates.items()
+        if cid != "baseline"
+    }
+
+
+def test_the_folder_read_as_a_tlx_agent_folder_gives_the_same_experiments(run, tmp_path):
+    import shutil
+
+    copy = Path(shutil.copytree(run["out"], tmp_path / "as_tlx"))
+    (copy / "events.jsonl").unlink()  # now only the TLX agent's reading of it is left
+    store = tmp_path / "imported.duckdb"
+    r = invoke(["import", copy, "--store", store])
+    assert r.exit_code == 0, r.stderr
+    [imported] = Store(store).query("SELECT run_id FROM runs").column("run_id").to_pylist()
+    original = _candidates(run["out"].parent / "s.duckdb", run["result"]["run_id"])
+    assert _candidates(store, imported) == original
+    assert original["c001"][0].startswith("sha256:")
