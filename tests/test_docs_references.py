@@ -7,6 +7,8 @@ A reference is
   exist from the root or from the folder of the file that names it;
 - a bare Markdown name in capitals (`STORE.md`, `README.md`): some file of that name must exist.
   Bare lower-case names (`report.md`, `prompt.md`) are files tlxdb writes, not references;
+- in Markdown, any path into the repository's own folders (`optimizer/run/loop.py`,
+  `tests/tlxstore/`), also as `module.name` (`cli/options.open_store`): it must exist;
 - never a path into the guidance folder outside the repository (`../shared`).
 """
 
@@ -27,6 +29,9 @@ _ROOTED = re.compile(r"(?<![\w./-])((?:docs|benchmarks)/[\w./-]*)")
 _MARKDOWN = re.compile(r"(?<![\w./<>-])([\w./-]*\.md)(?!\.?\w)")
 _CAPITALS = re.compile(r"[A-Z][A-Z0-9_]*\.md")
 _PLACEHOLDER = set("{*<")
+_OWN = re.compile(
+    r"(?<![\w./-])((?:tlxstore|optimizer|queries|profilers|importers|cli|tests|examples)/[\w./-]*\w)"
+)
 
 
 def _scanned(root: Path) -> list[Path]:
@@ -45,6 +50,14 @@ def _scanned(root: Path) -> list[Path]:
             if path.suffix in _SUFFIXES or rel in _EXTRA_FILES:
                 files.append(path)
     return files
+
+
+def _exists(root: Path, ref: str) -> bool:
+    """ref is a file or folder under root, or `module.name` of a module there."""
+    if (root / ref).exists():
+        return True
+    module, _, name = ref.rpartition(".")
+    return bool(module) and name.isidentifier() and (root / f"{module}.py").exists()
 
 
 def broken_references(root: Path, skip: frozenset[Path] = frozenset()) -> list[str]:
@@ -71,6 +84,12 @@ def broken_references(root: Path, skip: frozenset[Path] = frozenset()) -> list[s
                 ref = m.group(1).rstrip(".")
                 if not (root / ref).exists():
                     problems.append(f"{where}: {ref} does not exist")
+            if path.suffix == ".md":
+                for m in _OWN.finditer(line):
+                    if line[m.end() : m.end() + 1] in _PLACEHOLDER:
+                        continue
+                    if not _exists(root, m.group(1)):
+                        problems.append(f"{where}: {m.group(1)} does not exist")
             for m in _MARKDOWN.finditer(line):
                 ref = m.group(1)
                 if ref.startswith(("docs/", "benchmarks/")):
@@ -100,8 +119,14 @@ def test_a_missing_file_or_a_path_outside_is_reported(tmp_path: Path) -> None:
         "results in benchmarks/results/run.json, or benchmarks/results/store_bench.{json,md}.\n"
         '"""\n'
     )
+    (tmp_path / "optimizer" / "run").mkdir(parents=True)
+    (tmp_path / "optimizer" / "run" / "loop.py").write_text("def plan(): pass\n")
+    (tmp_path / "docs" / "LOOP.md").write_text(
+        "`optimizer/run/loop.py`, `optimizer/run/loop.plan`, `optimizer/loop.py`\n"
+    )
     problems = broken_references(tmp_path)
     assert problems == [
+        "docs/LOOP.md:1: optimizer/loop.py does not exist",
         "pkg/mod.py:3: cites ../shared, outside the repository",
         "pkg/mod.py:3: docs/CONTRACT.md does not exist",
         "pkg/mod.py:3: no FACTS.md in the repository",
