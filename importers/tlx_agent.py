@@ -53,6 +53,10 @@ _OUTCOMES = {
     "promoted": Outcome.PROMOTED,
     "rejected": Outcome.REJECTED,
     "failed": Outcome.FAILED,
+    # newer TLX agents: an ablation that recorded a signal, a proposal stopped for human review;
+    # neither was promoted
+    "signal_recorded": Outcome.REJECTED,
+    "needs_human": Outcome.REJECTED,
 }
 _STOPPING = {
     "round_budget_exhausted": StoppingReason.MAX_ROUNDS,

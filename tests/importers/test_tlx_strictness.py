@@ -90,3 +90,17 @@ def test_a_promotion_whose_cases_all_failed_verification_imports_as_rejected(tmp
     assert d.reason == (
         "TLX agent status promoted, contradicted by its evidence: no case passed verification"
     )
+
+
+@pytest.mark.parametrize("status", ["signal_recorded", "needs_human"])
+def test_the_newer_tlx_statuses_import_as_not_promoted(tmp_path, status):
+    r, store = _import(tmp_path, _folder(tmp_path, lambda it: it.update(status=status)))
+    assert r.exit_code == 0, r.stderr
+    s = Store(store)
+    [run_id] = s.query("SELECT run_id FROM runs").column("run_id").to_pylist()
+    [d] = [
+        e.event
+        for e in s.run_envelopes(run_id)
+        if isinstance(e.event, DecisionMade) and e.event.candidate_id == "r001-c000"
+    ]
+    assert d.outcome == Outcome.REJECTED and d.reason == f"TLX agent status: {status}"
