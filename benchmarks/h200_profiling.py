@@ -84,15 +84,20 @@ def bundle_of(example: str, target: str) -> HarnessBundle:
 
 
 def timed_evaluation(
-    ev: Evaluator, source: str, cid: str, profile: bool
+    ev: Evaluator, source: str, cid: str, profile: bool, ncu: NcuProfiler | None = None
 ) -> tuple[float, list[Event]]:
+    """One evaluation's wall time; with `ncu`, as the run loop does it: the prestarted ncu child
+    gets the source at the start and is waited for before the benchmark."""
     events: list[Event] = []
     t0 = time.perf_counter()
+    if ncu is not None:
+        ncu.begin(source)
     ev.evaluate(
         EvalRequest(
             candidate_id=cid, source=source, repetitions=10, timeout_s=600.0, profile=profile
         ),
         events.append,
+        before_benchmark=None if ncu is None else ncu.settle,
     )
     return time.perf_counter() - t0, events
 
@@ -136,7 +141,7 @@ def overhead(example: str, target: str, repeats: int, cold_child: bool = True) -
                         "diagnostics": r.diagnostics,
                         "events": [e.model_dump(mode="json") for e in r.events],
                     }
-            attr_s, attr_events = timed_evaluation(ev, source, f"attr{i}", profile=True)
+            attr_s, attr_events = timed_evaluation(ev, source, f"attr{i}", profile=True, ncu=ncu)
             seen = main_kernel(attr_events, source)
             ncu_s = None
             ncu_ok = False

@@ -4,7 +4,7 @@ It executes one command at a time for the parent (`optimizer.evaluation.evaluato
 as JSON lines on REQUEST_FD, each answered by exactly one JSON line on REPLY_FD. The harness and
 the candidate may print to stdout/stderr freely; replies never travel there.
 
-Commands (`op`): load, build, verify, benchmark, profile, attribute, ncu_range, exit. Every reply carries `ok` and, after
+Commands (`op`): load, build, verify, benchmark, profile, attribute, ncu_range, warm, exit. Every reply carries `ok` and, after
 load, `patched`: the watched functions the candidate replaced since the snapshot (see
 optimizer.evaluation.guards.snapshot). The child never decides anything: it calls the harness, normalizes what
 came back into JSON, and reports exceptions as text (the tail of the traceback).
@@ -13,7 +13,8 @@ came back into JSON, and reports exceptions as text (the tail of the traceback).
 returns which kernels ran, how often and for how long; where Proton cannot run (the Triton
 interpreter, no GPU) it says why and returns no numbers. `ncu_range` is for a child started under
 `ncu --profile-from-start off`: it opens ncu's profiling range around exactly one launch of the
-main kernel, after `skip` launches of it (warm-up), within one `benchmark(artifact, case, 1)`.
+main kernel, after `skip` launches of it (warm-up), within up to `calls` harness calls
+(`verify`, or `benchmark(artifact, case, 1)`). `warm` creates the CUDA context ahead of need.
 """
 
 from __future__ import annotations
@@ -414,6 +415,14 @@ class Child:
             "wall_ms": (time.perf_counter() - t0) * 1e3,
         }
 
+    def warm(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Create the CUDA context now (a prestarted child does it before it is needed)."""
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            torch.empty(1, device="cuda")
+            torch.cuda.synchronize()
+        return {"ok": True}
+
     def ncu_range(self, msg: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         try:
@@ -423,7 +432,10 @@ class Child:
         run = self._call_harness(msg)
         try:
             with window:
-                run()
+                for _ in range(int(msg.get("calls", 1))):
+                    if window.profiled:
+                        break
+                    run()
                 torch = sys.modules.get("torch")
                 if torch is not None and torch.cuda.is_available():
                     torch.cuda.synchronize()
@@ -450,6 +462,7 @@ class Child:
             "profile": self.profile,
             "attribute": self.attribute,
             "ncu_range": self.ncu_range,
+            "warm": self.warm,
         }.get(str(op))
         if handler is None:
             return {"ok": False, "error": f"unknown op {op!r}"}

@@ -357,8 +357,12 @@ class Evaluator:
             session.close()
 
     # ---- evaluate --------------------------------------------------------------------------
-    def evaluate(self, req: EvalRequest, emit: Emit) -> EvalSummary:
-        """Build, verify (repeatedly, fresh seeds), benchmark, verify again, profile; emit events."""
+    def evaluate(
+        self, req: EvalRequest, emit: Emit, before_benchmark: Callable[[], None] | None = None
+    ) -> EvalSummary:
+        """Build, verify (repeatedly, fresh seeds), benchmark, verify again, profile; emit events.
+        `before_benchmark` runs once the candidate verified, right before its first sample (the
+        loop waits there for work of its own that must not overlap a sample)."""
         cid = req.candidate_id
         if self.static_checks:
             findings = static_guard.check_source(req.source, self.trusted_source)
@@ -387,6 +391,8 @@ class Evaluator:
             cases = run.verify_cases("A", self.bundle.cases, req.verify_repeats, first_attempt=1)
             p.verified = True
             p.stage = "benchmark"
+            if before_benchmark is not None:
+                before_benchmark()
             medians = run.benchmark_cases("A", cases, req.repetitions, block=0)
             p.benchmarked = True
             p.stage = "verify"

@@ -3,13 +3,16 @@
 Invariants:
 - The child runs under `ncu --clock-control none --profile-from-start off` with a kernel filter
   (the main kernel of the launch attribution) and profiles exactly one launch per case: the one
-  after WARMUP_LAUNCHES launches of the main kernel within one `benchmark(artifact, case, 1)`
-  (optimizer.evaluation.child's `ncu_range`). Benchmark samples are never taken under ncu.
-- ncu writes its results when the program ends, so every candidate gets a child of its own. The
-  cost that would dominate (starting Python and importing torch, triton and the harness) is paid
-  in advance: the next child is started, and loads the harness, as soon as the previous one is
-  done, while the loop proposes and evaluates the next candidate; that child does no GPU work
-  until it is asked to profile.
+  after WARMUP_LAUNCHES launches of the main kernel, over `verify` calls (one launch each, and
+  far shorter than a benchmark under ncu; optimizer.evaluation.child's `ncu_range`). Benchmark
+  samples are never taken under ncu.
+- ncu writes its results when the program ends, so every candidate gets a child of its own. What
+  would dominate (starting Python, importing torch, triton and the harness, creating the CUDA
+  context under ncu, building the candidate) is paid off the critical path: the next child is
+  started, loads the harness and creates its context as soon as the previous one is done; the
+  loop hands it the next candidate's source when that candidate's evaluation starts (`begin`)
+  and waits for it (`settle`) before that candidate's benchmark: nothing of it overlaps a
+  benchmark sample.
 - A metric this GPU or ncu does not know ("Failed to find metric") is dropped from later runs and
   recorded as null with a diagnostic; the run that met it is repeated once without it.
 - Every profiled case becomes one ProfileCollected event with source "ncu"; the wall time the
@@ -37,7 +40,8 @@ from tlxstore.events import ProfileCollected, ProfileMetric
 SOURCE = "ncu"
 WARMUP_LAUNCHES = 1
 PRESTART_DEADLINE_S = 24 * 3600.0  # a prestarted child waits for its candidate at most this long
-CHILD_WALL = "ncu_child_wall_ms"  # the whole profile of one candidate, all cases, start to end
+CHILD_WALL = "ncu_child_wall_ms"
+SETTLE_TIMEOUT_S = 300.0  # a prestarted child that has not loaded and built by then is dropped  # the whole profile of one candidate, all cases, start to end
 
 
 METRICS = {Level.SUMMARY: ncu.SUMMARY_METRICS, Level.DEEP: ncu.DEEP_METRICS}
@@ -83,6 +87,32 @@ class _Child:
                 "harness_file": ev.bundle.harness_file,
             }
         )
+        self.session.send({"op": "warm"})
+        self.pending = ["load", "warm"]  # replies asked for and not yet read
+        self.failed = ""  # why the child cannot profile, once known
+        self.built: str | None = None  # the source the child has built
+
+    def begin(self, source: str) -> None:
+        """Build the candidate now (while its evaluation verifies), not on the critical path."""
+        self.session.send(
+            {"op": "build", "key": "A", "source": source, "target": self.ev.bundle.target}
+        )
+        self.pending.append("build")
+        self.built = source
+
+    def settle(self, timeout_s: float) -> None:
+        """Read every reply asked for; raises _ChildGone when the child died or hung."""
+        self.session.deadline = time.monotonic() + timeout_s
+        while self.pending:
+            what = self.pending.pop(0)
+            reply = self.session.receive()
+            if what == "build" and (not reply.get("ok") or not reply.get("success")):
+                self.built = None
+                self.failed = "the build failed: " + tail(
+                    str(reply.get("diagnostics") or reply.get("error")), 300
+                )
+            elif not reply.get("ok"):
+                self.failed = f"{what} failed: {reply.get('error')}"
 
     def discard(self) -> None:
         self.session.kill()
@@ -103,20 +133,12 @@ class _Child:
         out = NcuResult()
         ranges: list[tuple[CaseSpec, dict[str, Any]]] = []
         try:
-            loaded = s.receive()
-            if not loaded.get("ok"):
-                out.diagnostics.append(
-                    f"ncu child: loading the harness failed: {loaded.get('error')}"
-                )
-                return out
-            built = s.call(
-                {"op": "build", "key": "A", "source": source, "target": self.ev.bundle.target}
-            )
-            if not built.get("ok") or not built.get("success"):
-                out.diagnostics.append(
-                    "ncu child: the build failed: "
-                    + tail(str(built.get("diagnostics") or built.get("error")), 300)
-                )
+            if self.built != source:
+                self.begin(source)
+            self.settle(timeout_s)
+            s.deadline = t0 + timeout_s
+            if self.failed:
+                out.diagnostics.append(f"ncu child: {self.failed}")
                 return out
             for case in cases:
                 reply = s.call(
@@ -126,7 +148,8 @@ class _Child:
                         "case": case.model_dump(mode="json"),
                         "kernel": self.kernel,
                         "skip": WARMUP_LAUNCHES,
-                        "mode": "benchmark",
+                        "mode": "verify",  # one launch a call: two calls, the second profiled
+                        "calls": WARMUP_LAUNCHES + 1,
                     }
                 )
                 ranges.append((case, reply))
@@ -227,6 +250,28 @@ class NcuProfiler:
             self._ready = _Child(
                 self.ev, self.ncu_path or "ncu", kernel, level, self._metrics(level)
             )
+
+    def begin(self, source: str) -> None:
+        """Hand the next candidate's source to the prestarted child, which builds it at once."""
+        ready = self._ready
+        if ready is not None:
+            try:
+                ready.begin(source)
+            except _ChildGone:
+                self._ready = None
+                ready.discard()
+
+    def settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+        """Wait until the prestarted child has done what it was asked (called before the
+        candidate's benchmark, so no profiling work overlaps a benchmark sample)."""
+        ready = self._ready
+        if ready is None:
+            return
+        try:
+            ready.settle(timeout_s)
+        except _ChildGone:
+            self._ready = None
+            ready.discard()
 
     def profile(
         self,

@@ -476,6 +476,9 @@ class RunLoop:
         c = self.state.candidates[cid]
         parent = self.state.candidates[c.proposal.parent_id or BASELINE_ID]
         parent_medians = {k: stats.median(v) for k, v in parent.samples_by_case().items() if v}
+        ncu = self.s.ncu
+        if ncu is not None:
+            ncu.begin(self._source(cid))  # the prestarted ncu child builds it meanwhile
         self.s.evaluator.evaluate(
             EvalRequest(
                 candidate_id=cid,
@@ -487,6 +490,7 @@ class RunLoop:
                 artifacts_dir=self.s.output.artifacts_dir(cid),
             ),
             lambda ev: self.append(ev),
+            before_benchmark=None if ncu is None else ncu.settle,
         )
         self._profile_kernels(cid)
         decision = policy.decide(self.state, cid, self.s.thresholds, *self._weights())

@@ -193,6 +193,18 @@ def test_a_correct_triton_kernel_is_built_verified_three_times_per_case_and_benc
     )
 
 
+def test_before_benchmark_runs_after_the_verifications_and_before_the_first_sample(tmp_path):
+    ev = Evaluator(make_bundle(tmp_path, cases=CASES[:1]))
+    events: list = []
+    marks: list[int] = []
+    ev.evaluate(
+        request(verify_repeats=1, profile=False), events.append, lambda: marks.append(len(events))
+    )
+    (mark,) = marks
+    assert [type(e).__name__ for e in events[:mark]] == ["BuildFinished", "CaseVerified"]
+    assert isinstance(events[mark], BenchmarkSampled)
+
+
 def test_the_bundle_environment_reaches_the_child_only(tmp_path):
     harness = HARNESS.replace(
         'assert os.environ.get("TRITON_INTERPRET") == "1"',

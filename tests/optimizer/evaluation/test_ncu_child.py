@@ -33,8 +33,8 @@ KERNEL = textwrap.dedent(
     """
 )
 
-# The CPU interpreter makes no launch Triton's launch hooks see, so this harness's benchmark
-# calls them around each call as a GPU launch of add_kernel would.
+# The CPU interpreter makes no launch Triton's launch hooks see, so this harness calls them
+# around each call of the kernel as a GPU launch of add_kernel would.
 HARNESS = textwrap.dedent(
     """
     import importlib.util, os, tempfile, time
@@ -49,20 +49,21 @@ HARNESS = textwrap.dedent(
         spec.loader.exec_module(mod)
         return mod
 
+    def _launch(mod, x):
+        meta = {"name": "add_kernel"}
+        knobs.runtime.launch_enter_hook(meta)
+        t0 = time.perf_counter()
+        mod.add(x, x)
+        knobs.runtime.launch_exit_hook(meta)
+        return (time.perf_counter() - t0) * 1e6 + 1.0
+
     def verify(mod, case):
+        _launch(mod, torch.ones(case["parameters"]["n"]))
         return True
 
     def benchmark(mod, case, repetitions):
         x = torch.ones(case["parameters"]["n"])
-        samples = []
-        for _ in range(3):
-            meta = {"name": "add_kernel"}
-            knobs.runtime.launch_enter_hook(meta)
-            t0 = time.perf_counter()
-            mod.add(x, x)
-            samples.append((time.perf_counter() - t0) * 1e6 + 1.0)
-            knobs.runtime.launch_exit_hook(meta)
-        return samples
+        return [_launch(mod, x) for _ in range(3)]
     """
 )
 
@@ -125,6 +126,11 @@ def test_one_launch_per_case_is_profiled_under_ncu_and_the_next_child_is_prestar
             assert e.diagnostics.startswith("ncu summary set: launch 2 of add_kernel")
             assert Path(e.artifacts[0]).name == "ncu-summary.csv"
         assert p._ready is not None and p._ready.kernel == "add_kernel"  # waiting for the next
+        # the loop hands the next source over when its evaluation starts, and waits before
+        # the benchmark: by then the prestarted child has loaded, made its context and built it
+        p.begin(KERNEL)
+        p.settle()
+        assert p._ready is not None and p._ready.built == KERNEL and not p._ready.pending
         again = p.profile("c002", KERNEL, cases[:1], "add_kernel", Level.SUMMARY, 120)
         assert len(again.events) == 1 and again.events[0].metrics[0].value is not None
     finally:
