@@ -163,3 +163,21 @@ def test_the_folder_read_as_a_tlx_agent_folder_gives_the_same_experiments(run, t
     original = _candidates(run["out"].parent / "s.duckdb", run["result"]["run_id"])
     assert _candidates(store, imported) == original
     assert original["c001"][0].startswith("sha256:")
+
+
+def test_the_structured_bundle_validates_with_its_profile_warning_once(tmp_path):
+    r = invoke(
+        [
+            "validate",
+            "--kernel",
+            kernel("vecadd.py", tmp_path / "src"),
+            "--bundle",
+            bundle("structured", tmp_path),
+            *FAST,
+        ]
+    )
+    assert r.exit_code == 0, r.stderr
+    rows = {ln.split()[1]: ln.split()[0] for ln in r.stdout.splitlines()[1:]}
+    assert rows["baseline:profile"] == "WARN" and rows["negative:wrong_output"] == "PASS"
+    assert "FAIL" not in rows.values()
+    assert r.stderr.count("warning: baseline:profile: ") == 1
