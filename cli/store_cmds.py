@@ -1,4 +1,4 @@
-"""Commands over the evidence store: runs, query, export, import.
+"""Commands over the evidence store: runs, query, export, import, push, pull.
 
 Each parses, calls one library function, and renders; the group (cli/group.py) turns domain
 errors into one-line errors (exit 1). Results go to stdout.
@@ -20,9 +20,11 @@ import importers
 import queries
 from cli.options import open_store, store_option
 from optimizer.decision.identity import normalized_source
+from tlxstore.config import store_ref
 from tlxstore.errors import QueryFenceError
 from tlxstore.export import export_runs
 from tlxstore.store.connection import Sandbox
+from tlxstore.transfer import copy_runs
 
 RUNS_SQL = "runs_listing"
 
@@ -152,4 +154,61 @@ def import_cmd(paths: tuple[Path, ...], store: Path) -> None:
     click.echo(report.model_dump_json())
 
 
-COMMANDS = (runs_cmd, query_cmd, export_cmd, import_cmd)
+def _other_store(ctx: click.Context, param: click.Parameter, value: str) -> Any:
+    return store_ref(value)
+
+
+@click.command("push")
+@click.argument("runs", nargs=-1)
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    metavar="URL|PATH",
+    callback=_other_store,
+    help="The store to copy into, usually the team store (ducklake:postgres://...).",
+)
+@store_option
+def push_cmd(runs: tuple[str, ...], target: Any, store: Any) -> None:
+    """Copy runs (ids, unique prefixes or output folders; all when none is named) from the
+    store into another store. Idempotent: pushing again adds nothing, and a run that went on
+    adds only its new events. All or nothing.
+
+    \b
+    Examples:
+      tlxdb push --to 'ducklake:postgres://me@db/tlxdb?data_path=s3://team/tlxdb'
+      tlxdb push r20261201-1a2b --store local.duckdb --to "$TEAM_STORE"
+    """
+    report = copy_runs(
+        open_store(store, create=False), lambda: open_store(target, create=True), runs
+    )
+    click.echo(report.model_dump_json())
+
+
+@click.command("pull")
+@click.argument("runs", nargs=-1)
+@click.option(
+    "--from",
+    "source",
+    required=True,
+    metavar="URL|PATH",
+    callback=_other_store,
+    help="The store to copy from, usually the team store (ducklake:postgres://...).",
+)
+@store_option
+def pull_cmd(runs: tuple[str, ...], source: Any, store: Any) -> None:
+    """Copy runs (ids or unique prefixes; all when none is named) from another store, usually
+    the team store, into the store. Idempotent and all or nothing, as push.
+
+    \b
+    Examples:
+      tlxdb pull --from 'ducklake:postgres://me@db/tlxdb'          # every run of the team
+      tlxdb pull r20261201-1a2b --from "$TEAM_STORE" --store local.duckdb
+    """
+    report = copy_runs(
+        open_store(source, create=False), lambda: open_store(store, create=True), runs
+    )
+    click.echo(report.model_dump_json())
+
+
+COMMANDS = (runs_cmd, query_cmd, export_cmd, import_cmd, push_cmd, pull_cmd)

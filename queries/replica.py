@@ -250,7 +250,7 @@ class TableReplica:
         self._refresh(rebuild=False)
         if self._generation is None:
             raise StoreError(
-                f"store {self.store.path}: the lookup tables change under their own row ids; "
+                f"store {self.store.location}: the lookup tables change under their own row ids; "
                 "export the runs and import them into a new store"
             )
 

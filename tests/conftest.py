@@ -32,3 +32,7 @@ def copy_example(name: str, target: str, dest: Path) -> Path:
     src = EXAMPLES / name / target
     shutil.copytree(src, dest)
     return dest
+
+
+# The team store's servers (PostgreSQL, moto's S3), started once per session by the tests that use them.
+from support.servers import postgres, s3_server  # noqa: E402, F401

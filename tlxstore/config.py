@@ -8,13 +8,29 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+# A store named by one of these is a team store (tlxstore/team.py); anything else is a file.
+TEAM_STORE_PREFIXES = ("ducklake:postgres://", "ducklake:postgresql://")
 
 
-def _default_data_dir() -> Path:
+def data_dir() -> Path:
+    """tlxdb's per-user data folder (the default store, team stores' local run folders)."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "tlxdb"
+
+
+def store_ref(value: object) -> object:
+    """A store reference as given: a team store's URL stays text, anything else is a path
+    (a Path would fold the URL's `//`)."""
+    if isinstance(value, str) and not value.startswith("ducklake:"):  # a URL is never a file
+        return Path(value).expanduser()
+    return value
+
+
+StoreRef = Annotated[Path | str, BeforeValidator(store_ref)]  # a file's path or a team URL
 
 
 class Settings(BaseModel):
@@ -22,7 +38,10 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    store: Path = Field(description="TLXDB_STORE: the DuckDB evidence store file.")
+    store: StoreRef = Field(
+        description="TLXDB_STORE: the evidence store: a DuckDB file, or a team store's URL "
+        "(ducklake:postgres://...)."
+    )
     lock_timeout_s: float = Field(
         60.0, gt=0, description="TLXDB_LOCK_TIMEOUT_S: how long to wait for the store lock."
     )
@@ -41,8 +60,35 @@ ENV_VARS = {
 def settings(environ: dict[str, str] | None = None) -> Settings:
     """Read the TLXDB_* variables from `environ` (default: the process environment)."""
     env = os.environ if environ is None else environ
-    values: dict[str, object] = {"store": _default_data_dir() / "store.duckdb"}
+    values: dict[str, object] = {"store": data_dir() / "store.duckdb"}
     for field, var in ENV_VARS.items():
         if env.get(var):
             values[field] = env[var]
     return Settings.model_validate(values)
+
+
+class ObjectStorage(BaseModel):
+    """Where a team store's S3 credentials and endpoint come from: the variables every AWS tool
+    reads (the keys never go into a store URL, which is written into run folders)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key_id: str | None = Field(None, description="AWS_ACCESS_KEY_ID")
+    secret: str | None = Field(None, description="AWS_SECRET_ACCESS_KEY")
+    session_token: str | None = Field(None, description="AWS_SESSION_TOKEN")
+    region: str | None = Field(None, description="AWS_REGION, else AWS_DEFAULT_REGION")
+    endpoint_url: str | None = Field(
+        None, description="AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL (an S3-compatible server)"
+    )
+
+
+def object_storage(environ: dict[str, str] | None = None) -> ObjectStorage:
+    """Read the AWS_* variables a team store with s3:// data uses."""
+    env = os.environ if environ is None else environ
+    return ObjectStorage(
+        key_id=env.get("AWS_ACCESS_KEY_ID") or None,
+        secret=env.get("AWS_SECRET_ACCESS_KEY") or None,
+        session_token=env.get("AWS_SESSION_TOKEN") or None,
+        region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
+        endpoint_url=env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None,
+    )

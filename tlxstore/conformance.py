@@ -51,6 +51,8 @@ PROJECTIONS = (
 class StoreConformance:
     """The store contract; a backend subclasses it and defines the two methods below."""
 
+    small_batch = 11  # events per ingest where a test feeds a store loop-sized batches
+
     def make_store(self, tmp_path: Path) -> Store:
         """A new, empty store of the backend under tmp_path."""
         raise NotImplementedError
@@ -73,7 +75,7 @@ class StoreConformance:
     def test_a_large_batch_is_projected_by_the_next_read_as_small_batches_are_at_once(
         self, store, tmp_path
     ):
-        """The same two runs in batches of 11 events (each projected in its own ingest) and in
+        """The same two runs in small batches (each projected in its own ingest) and in
         one batch of more than PROJECT_INLINE_BELOW events (left to the next read): the first
         read finds every projection row, and the two stores hold the same rows."""
         r1 = small_run(60, tag="a") + cut_short("c999", "def k(): return 999")
@@ -81,8 +83,8 @@ class StoreConformance:
         assert len(both) >= PROJECT_INLINE_BELOW
         (tmp_path / "small").mkdir()
         small = self.make_store(tmp_path / "small")
-        for i in range(0, len(both), 11):
-            small.ingest(both[i : i + 11])
+        for i in range(0, len(both), self.small_batch):
+            small.ingest(both[i : i + self.small_batch])
             assert small.projection_lag() == 0
         assert store.ingest(both) == len(both)
         assert store.projection_lag() == len(both)

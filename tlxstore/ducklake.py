@@ -1,7 +1,6 @@
 """The store on DuckLake: the same tables in a DuckLake (a catalog database plus Parquet data
 files), reached through DuckDB's ducklake extension. Here the catalog is a SQLite file, for one
-host or a shared file system; a team would point the catalog at PostgreSQL (docs/DESIGN.md, "Beyond
-one machine").
+host or a shared file system; a team's store has its catalog in PostgreSQL (tlxstore/team.py).
 
 `DuckLakeStore(path)` takes the catalog file; the data files go to `<path>.files/`. Everything
 else (ingest, queries, lock, version check) is Store's. The extensions load from the PyPI
@@ -27,7 +26,8 @@ EXTENSIONS = {
 }
 
 
-def _extension_file(name: str, package: str) -> Path:
+def extension_file(name: str, package: str) -> Path:
+    """The file of DuckDB extension `name` in the installed PyPI package `package`."""
     try:
         module = importlib.import_module(package)
     except ImportError:
@@ -46,7 +46,7 @@ def _extension_file(name: str, package: str) -> Path:
 def load_extensions(con: duckdb.DuckDBPyConnection) -> None:
     """Load the ducklake and sqlite extensions from their installed packages (no network)."""
     for name, package in EXTENSIONS.items():
-        con.execute(f"LOAD '{sql_quoted(_extension_file(name, package))}'")
+        con.execute(f"LOAD '{sql_quoted(extension_file(name, package))}'")
 
 
 def attach_statement(catalog: Path, alias: str, write: bool) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from optimizer.providers.base import Provider
+from tlxstore.config import StoreRef
 from tlxstore.errors import ConfigError
 
 BUILTIN: dict[str, str] = {
@@ -34,7 +35,7 @@ class ProviderOptions(BaseModel):
     api_base: str | None = None  # an OpenAI-compatible server for --provider llm
     command: str | None = None  # --provider-command
     replay_run: str | None = None  # --replay-run (a run id, already resolved in the store)
-    store: Path | None = None  # the evidence store
+    store: StoreRef | None = None  # the evidence store (a path or a team store's URL)
     workspace: Path | None = None  # the run's private workspace (candidates/<id>/ for agents)
     kernel_path: Path | None = None
 

@@ -16,7 +16,6 @@ Invariants:
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,6 +28,7 @@ from optimizer.providers.base import (
     SearchExhausted,
 )
 from optimizer.providers.support import parse_options
+from tlxstore.config import StoreRef
 from tlxstore.events import Hypothesis
 from tlxstore.fold import fold
 
@@ -39,7 +39,7 @@ class ReplayOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     replay_run: str = Field(min_length=1)  # a run id, a unique prefix, or an output folder
-    store: Path
+    store: StoreRef
 
 
 class ReplayProvider:
@@ -52,11 +52,11 @@ class ReplayProvider:
         self._next = 0
 
     @classmethod
-    def from_store(cls, store_path: Path, run_ref: str) -> ReplayProvider:
+    def from_store(cls, store_path: StoreRef, run_ref: str) -> ReplayProvider:
         """Load the recorded candidates of run_ref (raises UnknownRunError for a bad reference)."""
-        from tlxstore.store import Store  # the store is only needed for this provider
+        from tlxstore.location import open_store  # the store is only needed for this provider
 
-        store = Store(store_path)
+        store = open_store(store_path)
         run_id = store.resolve_run(run_ref)
         state = fold(store.run_envelopes(run_id))
         proposals: list[tuple[str, Proposal]] = []

@@ -268,7 +268,7 @@ def write_run_report(store: Store, run_id: str, to_dir: Path) -> list[Path]:
     """report.md, report.html and their figures for one run, from the views."""
     data = queries.report(store, RUN_QUERIES, {"run_id": run_id})
     if not data["run_summary"]:
-        raise UnknownRunError(f"no run {run_id!r} in store {store.path}")
+        raise UnknownRunError(f"no run {run_id!r} in store {store.location}")
     if data["run_summary"][0]["started_at"] is None:
         raise UnknownRunError(f"run {run_id} has no start record; nothing to report")
     return _write(f"tlxdb run {run_id}", run_sections(data), to_dir)
@@ -301,7 +301,7 @@ def write_history_report(store: Store, kernel: str, to_dir: Path) -> list[Path]:
     data = queries.report(store, HISTORY_QUERIES, {"kernel": kernel})
     if not data["history_runs"]:
         raise UnknownRunError(
-            f"no run of kernel or bundle {kernel!r} in store {store.path}; "
+            f"no run of kernel or bundle {kernel!r} in store {store.location}; "
             'see `tlxdb query "SELECT kernel_id, bundle_digest FROM kernel_history"`'
         )
     return _write(f"tlxdb history of {kernel}", history_sections(kernel, data), to_dir)

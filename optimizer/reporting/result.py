@@ -140,7 +140,7 @@ def winner(state: RunState) -> str | None:
     return survived[-1].candidate_id if survived else None
 
 
-def result_from_state(state: RunState, output_dir: Path, store: Path) -> RunResult:
+def result_from_state(state: RunState, output_dir: Path, store: str | Path) -> RunResult:
     assert state.run_id is not None
     fin = state.finished
     win = winner(state)

@@ -51,7 +51,7 @@ from optimizer.run.loop import Ceilings, Observer, RunLoop, Setup
 from optimizer.run.workspace import Workspace
 from optimizer.vcs import commit as vcs
 from optimizer.vcs.commit import VcsSnapshot
-from tlxstore.config import settings
+from tlxstore.config import StoreRef, settings
 from tlxstore.errors import ConfigError
 from tlxstore.events import (
     BASELINE_ID,
@@ -70,6 +70,7 @@ from tlxstore.events import (
     new_run_id,
 )
 from tlxstore.fold import RunState, fold
+from tlxstore.location import open_store
 from tlxstore.runlog import RunLog
 from tlxstore.store import Store
 from tlxstore.version import tlxdb_version
@@ -94,7 +95,7 @@ class RunRequest(BaseModel):
 
     kernel: Path
     bundle: BundlePaths
-    store: Path
+    store: StoreRef  # a DuckDB file's path or a team store's URL
     output_dir: Path | None = None
     flags: dict[str, float | int | None] = {}
     provider: str | None = None
@@ -226,7 +227,7 @@ def resolve_prior(store: Store, ref: str) -> list[str]:
 
 
 def _output_dir(request: RunRequest, store: Store, run_id: str) -> Path:
-    out = (request.output_dir or Path(store.path).parent / "runs" / run_id).resolve()
+    out = (request.output_dir or store.runs_dir() / run_id).resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BundleError(f"output folder {out} is not empty; choose another --output-dir")
     return out
@@ -274,7 +275,7 @@ def _provider(
         return given
     opts = request.provider_options.model_copy(
         update={
-            "store": Path(store.path),
+            "store": store.location,
             "workspace": ws.root,
             "kernel_path": request.kernel,
             "replay_run": store.resolve_run(request.provider_options.replay_run)
@@ -371,7 +372,7 @@ def optimize(
     observer: Observer | None = None,
 ) -> RunResult:
     """Validate and freeze the bundle, measure the baseline, run the loop; returns the result."""
-    store = Store(request.store)  # a damaged or unwritable store is refused before any work
+    store = open_store(request.store)  # a damaged or unwritable store is refused before any work
     store.check_writable()
     with Workspace() as ws:
         prep = prepare(request.kernel, request.bundle, request.flags, request.arch, ws)
@@ -447,7 +448,7 @@ def _elapsed_s(envelopes: list[Envelope]) -> float:
 
 def resume(
     run_ref: str,
-    store_path: Path,
+    store_path: StoreRef,
     *,
     provider: Provider | None = None,
     providers: ProviderRegistry = registry,
@@ -457,7 +458,7 @@ def resume(
     """Continue an interrupted run from its log: nothing decided is redone, nothing is lost.
     `given`: settings the caller was handed besides the run (refuse_resume_overrides)."""
     refuse_resume_overrides(given or {})
-    store = Store(store_path)
+    store = open_store(store_path)
     store.check_writable()
     run_id, out = _locate_run(store, run_ref)
     log = RunLog.open(out / "events.jsonl")

@@ -329,7 +329,7 @@ class RunLoop:
         self._uningested = list(self.envelopes)  # ingest is idempotent
 
     def result(self) -> RunResult:
-        return result_from_state(self.state, self.s.output.root, self.s.store.path)
+        return result_from_state(self.state, self.s.output.root, self.s.store.location)
 
     # -- steps --
     def _source(self, candidate_id: str) -> str:

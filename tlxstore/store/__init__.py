@@ -46,7 +46,7 @@ from tlxstore.runlog import log_path, read_envelopes
 from tlxstore.store import generation, projection, reading, schema, views
 from tlxstore.store.connection import Connections, Sandbox
 from tlxstore.store.ingest import IngestTimings, append_new, incoming_table
-from tlxstore.store.sql import ALIAS, arrow, one_line, store_sql
+from tlxstore.store.sql import arrow, one_line, store_sql
 
 
 class Store(Connections):
@@ -64,23 +64,19 @@ class Store(Connections):
         self.last_ingest: IngestTimings | None = None
         self._v1_read_only = False  # a v1 store that could not be upgraded (every event projected)
         self._projected_at: int | None = None  # a generation at which no projection lagged
-        if self.path.is_dir():
-            raise StoreError(
-                f"store path {self.path} is a folder; give a file such as {self.path / 'store.duckdb'}"
-            )
-        if not self.path.exists():
+        if not self.exists():
             if not create:
-                raise StoreError(f"no store at {self.path}")
+                raise StoreError(f"no store at {self.location}")
             with self._connect(write=True) as con:
-                schema.create(con, self.path, self._schema_sql())
+                schema.create(con, self.location, self._schema_sql())
         with self._connect(write=False) as con:
             self._check_intact(con)
-            version = schema.stored_version(con, self.path)
+            version = schema.stored_version(con, self.location)
         if version < schema.STORE_SCHEMA_VERSION:
             self._upgrade(version)
 
     def __repr__(self) -> str:
-        return f"Store({str(self.path)!r})"
+        return f"{type(self).__name__}({self.location!r})"
 
     def _upgrade(self, version: int) -> None:
         """Bring an older store to the current schema (schema.upgrade). A store that is not
@@ -125,7 +121,7 @@ class Store(Connections):
                 t3p = time.perf_counter()
                 projection.merge_if_due(con, projected)
                 if added:  # before COMMIT, under the exclusive lock: no reader ever finds new
-                    generation.bump_generation(self.path)  # rows under an old generation (a
+                    self._bump_generation()  # rows under an old generation (a
                 con.execute("COMMIT")  # failed COMMIT leaves a bump too many: one refresh)
             except BaseException:
                 con.execute("ROLLBACK")
@@ -152,6 +148,10 @@ class Store(Connections):
         """A number that changes whenever the store's content changes (0 before any write).
         Cheap (one small read, no lock): a replica compares it to decide whether to refresh."""
         return generation.read_generation(self.path)
+
+    def _bump_generation(self) -> None:
+        """Move the generation on; under the exclusive lock, before the COMMIT of new rows."""
+        generation.bump_generation(self.path)
 
     # ---- projections --------------------------------------------------------------------
     def project(self) -> int:
@@ -190,14 +190,13 @@ class Store(Connections):
                 con = stack.enter_context(self._connect(write=True))
             except StoreError as exc:
                 raise StoreError(
-                    f"{lag} events of store {self.path} are not in its views yet, and they cannot be "
+                    f"{lag} events of store {self.location} are not in its views yet, and they cannot be "
                     f"brought up to date: {exc}"
                 ) from None
             projection.catch_up(con)
-            con.execute("USE memory")
-            con.execute(f"DETACH {ALIAS}")
+            self._done_writing(con)
             if sandbox is None:
-                self._attach(con, write=False)
+                self._read_only_again(con)
             else:
                 con = stack.enter_context(self._sandboxed(sandbox))
             self._projected_at = self.generation()
@@ -226,7 +225,7 @@ class Store(Connections):
                 views.replace_all(con, definitions, digest)
             except duckdb.Error as exc:
                 raise StoreError(
-                    f"the views of store {self.path} cannot be stored: {one_line(exc)}"
+                    f"the views of store {self.location} cannot be stored: {one_line(exc)}"
                 ) from None
         return True
 
@@ -323,8 +322,8 @@ class Store(Connections):
             return matches[0]
         if not matches:
             raise UnknownRunError(
-                f"no run {ref!r} in store {self.path}; list runs with `tlxdb runs`"
+                f"no run {ref!r} in store {self.location}; list runs with `tlxdb runs`"
             )
         raise UnknownRunError(
-            f"run {ref!r} is ambiguous in store {self.path}: {', '.join(matches[:5])}"
+            f"run {ref!r} is ambiguous in store {self.location}: {', '.join(matches[:5])}"
         )

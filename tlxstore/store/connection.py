@@ -1,8 +1,10 @@
 """How a Store reaches its file: one in-memory DuckDB instance per Store, kept for its lifetime;
 each call ATTACHes the store file (read-only or read-write) under the store lock
 (`tlxstore/locking.py`) and DETACHes it before releasing: a few ms, where opening a new DuckDB
-instance per call costs tens. A backend (tlxstore/ducklake.py) overrides the three hooks:
-`_new_instance`, `_attach_statement` and `_schema_sql`.
+instance per call costs tens. A backend overrides hooks: `_new_instance`, `_attach_statement` and
+`_schema_sql` (tlxstore/ducklake.py); a store not in one local file (tlxstore/team.py) also
+`_lock`, `_open`, `_close`, `_done_writing`, `_read_only_again`, `exists`, `location` and the
+generation's.
 
 SQL a user typed (`tlxdb query`) runs in a sandbox instead: a DuckDB instance of its own for the one
 query, the store attached read-only, extensions neither installed nor loaded, files beyond the
@@ -15,7 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
@@ -52,6 +54,23 @@ class Connections:
         self._mutex = threading.RLock()
         self._instance: duckdb.DuckDBPyConnection | None = None
 
+    @property
+    def location(self) -> str:
+        """The store as a user names it (in messages, and to open it again)."""
+        return str(self.path)
+
+    def exists(self) -> bool:
+        """Whether the store has been created (a folder is refused)."""
+        if self.path.is_dir():
+            raise StoreError(
+                f"store path {self.path} is a folder; give a file such as {self.path / 'store.duckdb'}"
+            )
+        return self.path.exists()
+
+    def runs_dir(self) -> Path:
+        """The host-local folder where runs write their output by default."""
+        return self.path.parent / "runs"
+
     def close(self) -> None:
         """Drop this Store's in-memory DuckDB instance (it is recreated on the next call)."""
         with self._mutex:
@@ -87,7 +106,7 @@ class Connections:
         if not any(sign in text for sign in _DAMAGE_SIGNS):
             return None
         return StoreDamagedError(
-            f"store {self.path} is damaged ({one_line(exc)}); restore it from a backup, or move "
+            f"store {self.location} is damaged ({one_line(exc)}); restore it from a backup, or move "
             "it aside and rebuild it with `tlxdb import` of your runs' output folders"
         )
 
@@ -118,35 +137,48 @@ class Connections:
         if sandbox is not None:
             with (
                 self._mutex,
-                store_lock(self.path, exclusive=False, timeout_s=self.lock_timeout_s),
+                self._lock(write=False),
                 self._sandboxed(sandbox) as con,
             ):
                 yield con
             return
-        with self._mutex, store_lock(self.path, exclusive=write, timeout_s=self.lock_timeout_s):
+        with self._mutex, self._lock(write):
             if self._instance is None:
                 self._instance = self._new_instance()
             con = self._instance
-            self._attach(con, write)
+            self._open(con, write)
             try:
                 yield con
             finally:
                 try:
-                    con.execute("USE memory")
-                    con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
-                    for kind, name in (
-                        []
-                        if not write
-                        else con.execute(  # only writes leave temp objects
-                            "SELECT 'TABLE', table_name FROM duckdb_tables() WHERE temporary "
-                            "UNION ALL SELECT 'VIEW', view_name FROM duckdb_views() WHERE temporary AND NOT internal"
-                        ).fetchall()
-                    ):
-                        con.execute(f'DROP {kind} IF EXISTS temp."{name}"')
-                    con.unregister("incoming")
+                    self._close(con, write)
                 except duckdb.Error:
                     con.close()  # never reuse an instance in doubt
                     self._instance = None
+
+    def _lock(self, write: bool) -> AbstractContextManager[None]:
+        """The store's lock for one call: exclusive to write, shared to read."""
+        return store_lock(self.path, exclusive=write, timeout_s=self.lock_timeout_s)
+
+    def _open(self, con: duckdb.DuckDBPyConnection, write: bool) -> None:
+        """Under the lock: make the store `tlxstore` in `con`, read-only unless `write`."""
+        self._attach(con, write)
+
+    def _close(self, con: duckdb.DuckDBPyConnection, write: bool) -> None:
+        """Under the lock, at the end of a call: detach the store and drop what the call left."""
+        con.execute("USE memory")
+        con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
+        drop_temporaries(con, write)
+
+    def _done_writing(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Inside a write call whose writing is done, before it reads on (Store._reading):
+        let go of the store as written, so it can be attached read-only."""
+        con.execute("USE memory")
+        con.execute(f"DETACH {ALIAS}")
+
+    def _read_only_again(self, con: duckdb.DuckDBPyConnection) -> None:
+        """After _done_writing: the store in `con` again, read-only."""
+        self._attach(con, write=False)
 
     @contextmanager
     def _sandboxed(self, sandbox: Sandbox) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -220,28 +252,44 @@ class Connections:
                     continue
                 if "lock" in text:
                     raise StoreBusyError(
-                        f"store {self.path} is held by another program (not tlxdb) for {self.lock_timeout_s:g} s; close it and retry"
+                        f"store {self.location} is held by another program (not tlxdb) for {self.lock_timeout_s:g} s; close it and retry"
                     ) from None
                 if any(
                     reason in text
                     for reason in ("permission denied", "read-only file system", "not permitted")
                 ):
                     raise StoreError(
-                        f"store {self.path} is not writable; make it writable or choose another store"
+                        f"store {self.location} is not writable; make it writable or choose another store"
                     ) from None
                 if "newer" in text or ("version" in text and "storage" in text):
                     raise StoreTooNewError(
-                        f"store {self.path} was written by a newer DuckDB than {duckdb.__version__}; upgrade tlxdb"
+                        f"store {self.location} was written by a newer DuckDB than {duckdb.__version__}; upgrade tlxdb"
                     ) from None
                 if "not a valid DuckDB database file" in str(exc):
                     raise StoreError(
-                        f"store {self.path} cannot be opened: it is not a DuckDB file (damaged, or "
+                        f"store {self.location} cannot be opened: it is not a DuckDB file (damaged, or "
                         "another program's); move it aside or choose another store"
                     ) from None
                 raise self.damage(exc) or StoreError(
-                    f"store {self.path} cannot be opened: {one_line(exc)}"
+                    f"store {self.location} cannot be opened: {one_line(exc)}"
                 ) from None
             except duckdb.Error as exc:
                 raise self.damage(exc) or StoreError(
-                    f"store {self.path} cannot be opened: {one_line(exc)}"
+                    f"store {self.location} cannot be opened: {one_line(exc)}"
                 ) from None
+
+
+def drop_temporaries(con: duckdb.DuckDBPyConnection, write: bool) -> None:
+    """Drop the temporary tables and views a call made, and its registered batch (asking for
+    the temp catalog's alone: listing every catalog's would read a DuckLake's from its server)."""
+    for kind, name in (
+        []
+        if not write
+        else con.execute(  # only writes leave temp objects
+            "SELECT 'TABLE', table_name FROM duckdb_tables() WHERE database_name = 'temp' "
+            "UNION ALL SELECT 'VIEW', view_name FROM duckdb_views() "
+            "WHERE database_name = 'temp' AND NOT internal"
+        ).fetchall()
+    ):
+        con.execute(f'DROP {kind} IF EXISTS temp."{name}"')
+    con.unregister("incoming")

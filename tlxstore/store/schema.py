@@ -16,7 +16,7 @@ from tlxstore.store.sql import ALIAS, store_sql
 STORE_SCHEMA_VERSION = 3
 
 
-def create(con: duckdb.DuckDBPyConnection, path: Path, schema_sql: str) -> None:
+def create(con: duckdb.DuckDBPyConnection, path: str | Path, schema_sql: str) -> None:
     """Under the exclusive lock: create the store's tables in the attached file, unless another
     process did meanwhile; a DuckDB file holding other tables is refused."""
     tables = {
@@ -38,7 +38,7 @@ def create(con: duckdb.DuckDBPyConnection, path: Path, schema_sql: str) -> None:
     con.execute("COMMIT")
 
 
-def stored_version(con: duckdb.DuckDBPyConnection, path: Path) -> int:
+def stored_version(con: duckdb.DuckDBPyConnection, path: str | Path) -> int:
     """The attached file's schema version; refuses a file that is not a store or is too new."""
     try:
         row = con.execute(

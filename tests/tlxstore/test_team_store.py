@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tlxstore.conformance import StoreConformance
+
+pytest.importorskip("duckdb_extension_postgres_scanner")
+pytest.importorskip("psycopg")
+
+from tlxstore.errors import StoreError  # noqa: E402
+from tlxstore.fold import fold  # noqa: E402
+from tlxstore.location import open_store  # noqa: E402
+from tlxstore.team import TeamStore, connect_team, parse_team_url  # noqa: E402
+from tlxstore.testing import envelopes, small_run  # noqa: E402
+
+
+class TestTeamStoreConformance(StoreConformance):
+    """The PostgreSQL catalog with its Parquet files in a folder (a shared file system)."""
+
+    small_batch = 125  # each ingest is a DuckLake commit of ~20 catalog round trips
+
+    @pytest.fixture(autouse=True)
+    def _catalog(self, postgres):
+        self.pg = postgres
+
+    def make_store(self, tmp_path):
+        return TeamStore(self.pg.store_url(tmp_path / "lake"))
+
+    def rewrite_payload_key_order(self, store, event_id):
+        con = connect_team(
+            self.pg.store_url(store.url.data_path, schema=store.url.schema)  # the same store
+        )
+        (payload,) = con.execute(
+            "SELECT payload FROM events WHERE event_id = ?", [event_id]
+        ).fetchone()
+        reordered = json.dumps(dict(reversed(list(json.loads(payload).items()))))
+        assert reordered != payload
+        con.execute("UPDATE events SET payload = ? WHERE event_id = ?", [reordered, event_id])
+        con.close()
+
+
+def test_a_team_store_with_s3_data_keeps_its_parquet_in_the_bucket_and_another_host_reads_it(
+    postgres, s3_server, monkeypatch
+):
+    import boto3
+
+    for name, value in s3_server.environ().items():
+        monkeypatch.setenv(name, value)
+    url = postgres.store_url(f"s3://{s3_server.bucket}/s3-conformance/")
+    run = envelopes("r1", small_run(3))
+    with TeamStore(url) as writer:
+        assert writer.ingest(run) == len(run)
+        assert writer.ingest(run) == 0
+    keys = [
+        o["Key"]
+        for o in boto3.client("s3", endpoint_url=s3_server.endpoint_url).list_objects_v2(
+            Bucket=s3_server.bucket, Prefix="s3-conformance/"
+        )["Contents"]
+    ]
+    assert any(k.endswith(".parquet") and "/events/" in k for k in keys), keys
+    # another host: the URL without data_path (the catalog knows it)
+    other = open_store(url.split("&data_path=")[0], create=False)
+    assert other.run_envelopes("r1") == run
+    assert fold(other.run_envelopes("r1")).finished is not None
+    assert other.query("SELECT count(*) AS n FROM proj_samples").column("n")[0].as_py() > 0
+
+
+def test_team_urls_are_checked_and_never_show_a_password():
+    url = parse_team_url(
+        "ducklake:postgres://me:secret@db.example:6543/lake?schema=team_a&sslmode=require&data_path=s3://b/x"
+    )
+    assert url.conninfo == "postgresql://me:secret@db.example:6543/lake?sslmode=require"
+    assert url.schema == "team_a" and url.data_path == "s3://b/x/"
+    assert "secret" not in url.shown and ":***@" in url.shown
+    for bad, reason in (
+        ("ducklake:postgres://db.example", "names no host or database"),
+        ("ducklake:postgres://h/db?schema=Bad-Name", "must be a lower-case SQL name"),
+    ):
+        with pytest.raises(StoreError, match=reason):
+            parse_team_url(bad)
+    with pytest.raises(StoreError, match="a DuckLake store URL starts with ducklake:postgres://"):
+        open_store("ducklake:sqlite:/x")
+
+
+def test_a_missing_team_store_is_not_created_without_create(postgres, tmp_path):
+    url = postgres.store_url(tmp_path / "lake")
+    with pytest.raises(StoreError, match="no store at ducklake:postgres://"):
+        open_store(url, create=False)
+    import psycopg
+
+    schema = parse_team_url(url).schema
+    with psycopg.connect(postgres.conninfo) as con:  # the catalog was left alone
+        assert con.execute("SELECT to_regnamespace(%s)", [schema]).fetchone() == (None,)
+    assert TeamStore(url).run_ids() == []
+    assert open_store(url, create=False).run_ids() == []
