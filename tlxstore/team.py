@@ -325,5 +325,12 @@ class TeamStore(Store):
     def _read_only_again(self, con: duckdb.DuckDBPyConnection) -> None:
         self._begin_read(con)
 
+    def _data_directories(self) -> list[str]:
+        row = self._catalog_row(
+            f'SELECT value FROM "{self.url.schema}".ducklake_metadata WHERE key = %s',
+            ["data_path"],
+        )
+        return [str(row[0])] if row and row[0] else []
+
     def _check_intact(self, con: duckdb.DuckDBPyConnection) -> None:
         """Nothing to check at open: a DuckLake checks its files as it reads them."""

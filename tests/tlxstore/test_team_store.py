@@ -65,6 +65,15 @@ def test_a_team_store_with_s3_data_keeps_its_parquet_in_the_bucket_and_another_h
     assert other.run_envelopes("r1") == run
     assert fold(other.run_envelopes("r1")).finished is not None
     assert other.query("SELECT count(*) AS n FROM proj_samples").column("n")[0].as_py() > 0
+    # `tlxdb query` runs fenced (files out of reach) yet reads the lake's files in the bucket
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    out = CliRunner().invoke(
+        main, ["query", "SELECT count(*) AS n FROM events", "--store", url, "--format", "csv"]
+    )
+    assert out.exit_code == 0 and out.stdout.split() == ["n", str(len(run))], out.output
 
 
 def test_team_urls_are_checked_and_never_show_a_password():

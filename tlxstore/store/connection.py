@@ -190,11 +190,20 @@ class Connections:
             con.execute("SET autoload_known_extensions = false")
             self._attach(con, write=False)
             if not sandbox.allow_files:  # an attached DuckLake still reads its own data files
+                own = self._data_directories()
+                if own:
+                    listed = ", ".join(f"'{sql_quoted(d)}'" for d in own)
+                    con.execute(f"SET allowed_directories = [{listed}]")
                 con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
             yield con
         finally:
             con.close()
+
+    def _data_directories(self) -> list[str]:
+        """Folders (or object-store prefixes) of the store's own data files beside the attached
+        database, which a sandboxed query still reads."""
+        return []
 
     def _new_instance(self) -> duckdb.DuckDBPyConnection:
         """The in-memory DuckDB instance the store is attached to (a backend may load extensions).
