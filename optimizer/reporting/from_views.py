@@ -33,6 +33,7 @@ RUN_QUERIES = (
     "run_duplicates",
     "run_throughput",
     "run_commits",
+    "run_validation",
 )
 HISTORY_QUERIES = ("history_kernels", "history_runs", "history_trends", "history_exclusions")
 
@@ -247,7 +248,13 @@ def run_sections(data: dict[str, list[Row]]) -> list[Section]:
         ["candidate", "match", "duplicate of", "its outcome", "its decided speedup"],
         [[r["candidate_id"], r["match"], f"{r['duplicate_of_run']}/{r['duplicate_of_candidate']}", r["original_outcome"], r["original_decided_speedup"]] for r in data["run_duplicates"]],
     )  # fmt: skip
-    out = [head, best, cases, samples, reval, flags, dups]
+    checks = data["run_validation"]
+    warned = sum(1 for r in checks if r["warning"])
+    validation = Section(f"Validation ({warned} warning(s))").table(
+        ["check", "outcome", "detail"],
+        [[r["check_name"], r["outcome"], r["detail"]] for r in checks],
+    )
+    out = [head, validation, best, cases, samples, reval, flags, dups]
     roof = plots.roofline(data["run_throughput"], run["device_kind"] or "")
     if roof is not None:
         r = Section("Roofline")
