@@ -156,6 +156,15 @@ def _status(run: Row) -> str:
     )
 
 
+def _validation(checks: list[Row]) -> Section:
+    """The bundle's checks (docs/VALIDATION.md), warnings counted in the title."""
+    warned = sum(1 for r in checks if r["warning"])
+    return Section(f"Validation ({warned} warning(s))").table(
+        ["check", "outcome", "detail"],
+        [[r["check_name"], r["outcome"], r["detail"]] for r in checks],
+    )
+
+
 def run_sections(data: dict[str, list[Row]]) -> list[Section]:
     [run] = data["run_summary"]
     settings = data["run_settings"][0] if data["run_settings"] else None
@@ -248,13 +257,7 @@ def run_sections(data: dict[str, list[Row]]) -> list[Section]:
         ["candidate", "match", "duplicate of", "its outcome", "its decided speedup"],
         [[r["candidate_id"], r["match"], f"{r['duplicate_of_run']}/{r['duplicate_of_candidate']}", r["original_outcome"], r["original_decided_speedup"]] for r in data["run_duplicates"]],
     )  # fmt: skip
-    checks = data["run_validation"]
-    warned = sum(1 for r in checks if r["warning"])
-    validation = Section(f"Validation ({warned} warning(s))").table(
-        ["check", "outcome", "detail"],
-        [[r["check_name"], r["outcome"], r["detail"]] for r in checks],
-    )
-    out = [head, validation, best, cases, samples, reval, flags, dups]
+    out = [head, _validation(data["run_validation"]), best, cases, samples, reval, flags, dups]
     roof = plots.roofline(data["run_throughput"], run["device_kind"] or "")
     if roof is not None:
         r = Section("Roofline")

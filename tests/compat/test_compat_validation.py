@@ -20,15 +20,14 @@ def _table(stdout: str) -> dict[str, str]:
 
 
 def test_a_tlx_host_bundle_validates_with_warnings_printed_once(tmp_path):
-    r = invoke(
-        [
-            "validate",
-            "--kernel",
-            kernel("host_add.py", tmp_path / "src"),
-            "--bundle",
-            bundle("host_synthetic", tmp_path),
-        ]
-    )
+    args = [
+        "validate",
+        "--kernel",
+        kernel("host_add.py", tmp_path / "src"),
+        "--bundle",
+        bundle("host_synthetic", tmp_path),
+    ]
+    r = invoke(args)
     assert r.exit_code == 0, r.stderr
     assert _table(r.stdout) == {
         "cases:protected": "PASS",
@@ -45,6 +44,12 @@ def test_a_tlx_host_bundle_validates_with_warnings_printed_once(tmp_path):
     assert "synthetic timing" in r.stdout
     for name in HOST_WARNINGS:
         assert r.stderr.count(f"warning: {name}: ") == 1, r.stderr
+    strict = invoke([*args, "--strict-validation"])
+    assert strict.exit_code == 1
+    assert {k for k, v in _table(strict.stdout).items() if v == "FAIL"} == set(HOST_WARNINGS)
+    assert strict.stderr.strip().splitlines()[-1] == (
+        "Error: validation failed (baseline:samples); the bundle cannot protect an optimization"
+    )
 
 
 def test_a_tlx_host_bundle_optimizes_and_its_warnings_are_in_the_run(tmp_path, wider_blocks):
