@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,8 +39,8 @@ def _pg_bindir() -> Path:
     initdb = shutil.which("initdb")
     if initdb:
         return Path(initdb).resolve().parent
-    pytest.fail(
-        "the team store tests need PostgreSQL's server: apt-get install -y postgresql "
+    raise RuntimeError(
+        "the team store's tests need PostgreSQL's server: apt-get install -y postgresql "
         "(.ci/run installs it)"
     )
 
@@ -62,9 +63,10 @@ class Postgres:
         )
 
 
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[Postgres]:
-    """One PostgreSQL server for the test session (about 2 s to start on two cores)."""
+@contextmanager
+def running_postgres() -> Iterator[Postgres]:
+    """A PostgreSQL server on 127.0.0.1 for the block, with one database (also used by
+    benchmarks/store_team_bench.py)."""
     bindir = _pg_bindir()
     root = Path(tempfile.mkdtemp(prefix="tlxdb-pg-"))
     root.chmod(0o755)
@@ -92,18 +94,18 @@ def postgres() -> Iterator[Postgres]:
         f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=300 "
         "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     )
-    run(
-        str(bindir / "pg_ctl"),
-        "-D",
-        str(data),
-        "-o",
-        options,
-        "-l",
-        str(root / "log"),
-        "-w",
-        "start",
-    )
     try:
+        run(
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            options,
+            "-l",
+            str(root / "log"),
+            "-w",
+            "start",
+        )
         run(str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", USER, DATABASE)
         yield Postgres(port)
     finally:
@@ -113,6 +115,13 @@ def postgres() -> Iterator[Postgres]:
             timeout=60,
         )
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """One PostgreSQL server for the test session (about 2 s to start on two cores)."""
+    with running_postgres() as server:
+        yield server
 
 
 @dataclass(frozen=True)
