@@ -104,3 +104,45 @@ def test_a_missing_team_store_is_not_created_without_create(postgres, tmp_path):
         assert con.execute("SELECT to_regnamespace(%s)", [schema]).fetchone() == (None,)
     assert TeamStore(url).run_ids() == []
     assert open_store(url, create=False).run_ids() == []
+
+
+WRITER = """
+import sys
+from tlxstore.team import TeamStore
+from tlxstore.testing import envelopes, small_run
+url, me = sys.argv[1], sys.argv[2]
+store = TeamStore(url)
+shared = envelopes("shared", small_run(6, tag="shared"))
+own = envelopes(f"own-{me}", small_run(2, tag=me))
+for i in range(0, max(len(shared), len(own)), 11):  # every writer races the others on "shared"
+    store.ingest(shared[i : i + 11] + own[i : i + 11])
+"""
+
+
+def test_writers_on_many_hosts_racing_on_one_run_store_each_event_once(postgres, tmp_path):
+    """Four processes ingest the same run's batches at the same time (as hosts that all push
+    it), each with a run of its own: the advisory lock lets one check-and-append in at a time,
+    so the shared run is stored once, gapless, and nothing is lost."""
+    import subprocess
+    import sys
+
+    url = postgres.store_url(tmp_path / "lake")
+    TeamStore(url).close()
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, url, str(i)], stderr=subprocess.PIPE)
+        for i in range(4)
+    ]
+    for p in procs:
+        assert p.wait(timeout=300) == 0, p.stderr.read().decode()[-2000:] if p.stderr else ""
+    store = TeamStore(url)
+    shared = envelopes("shared", small_run(6, tag="shared"))
+    own = len(envelopes("own", small_run(2, tag="x")))
+    row = store.query(
+        "SELECT count(*) AS n, count(DISTINCT event_id) AS ids, "
+        "count(DISTINCT (run_id, seq)) AS slots FROM events"
+    ).to_pylist()[0]
+    total = len(shared) + 4 * own
+    assert row == {"n": total, "ids": total, "slots": total}
+    assert store.run_envelopes("shared") == shared
+    for i in range(4):
+        assert [e.seq for e in store.run_envelopes(f"own-{i}")] == list(range(own))
