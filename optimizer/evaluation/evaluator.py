@@ -20,8 +20,10 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import re
 import secrets
 import select
 import signal
@@ -685,9 +687,9 @@ class _Run:
         own = attribution.kernel_functions(source)
         for case in cases:
             case_dir = (
-                Path(artifacts_dir) / self.cid / case.case_id
+                Path(artifacts_dir) / self.cid / case_folder(case.case_id)
                 if artifacts_dir is not None
-                else self.session.workdir / "proton" / case.case_id
+                else self.session.workdir / "proton" / case_folder(case.case_id)
             )
             case_dir.mkdir(parents=True, exist_ok=True)
             reply = self._call(
@@ -717,9 +719,9 @@ class _Run:
     ) -> None:
         for case in cases:
             case_dir = (
-                Path(artifacts_dir) / self.cid / case.case_id
+                Path(artifacts_dir) / self.cid / case_folder(case.case_id)
                 if artifacts_dir is not None
-                else self.session.workdir / "profile" / case.case_id
+                else self.session.workdir / "profile" / case_folder(case.case_id)
             )
             case_dir.mkdir(parents=True, exist_ok=True)
             request = {
@@ -763,6 +765,15 @@ class _Run:
                     artifacts=artifacts,
                 )
             )
+
+
+def case_folder(case_id: str) -> str:
+    """A case's folder name under an artifacts dir: the case id when it is a plain file name,
+    else its safe characters and a short digest of the id (no "/" or ".." ever leaves the dir)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", case_id).strip("._-")[:80] or "case"
+    if safe == case_id:
+        return safe
+    return f"{safe}-{hashlib.sha256(case_id.encode()).hexdigest()[:8]}"
 
 
 def _case_dict(case: CaseSpec) -> dict[str, Any]:
