@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.bundles import BLOCK_AGENT as AGENT
 
 from tlxstore.events import DecisionMade, DuplicateDetected
 from tlxstore.runlog import read_envelopes
@@ -23,17 +24,6 @@ from tlxstore.team import TeamStore
 pytest.importorskip("psycopg")
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-AGENT = """
-import json, pathlib, sys
-sys.stdin.read()
-p = pathlib.Path("candidate.py")
-p.write_text(p.read_text().replace("BLOCK_SIZE = 64", "BLOCK_SIZE = 1024"))
-pathlib.Path("candidate_metadata.json").write_text(json.dumps({
-    "hypothesis": "the interpreter pays per program; 16x fewer programs",
-    "change": "BLOCK_SIZE 64 -> 1024",
-    "hypothesis_kind": "launch_config",
-}))
-"""
 READER = """
 import json, sys, time
 from tlxstore.team import TeamStore

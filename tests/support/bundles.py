@@ -8,6 +8,20 @@ from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 KERNEL = FIXTURES / "vecadd_kernel.py"
+# A command agent (--provider command) that makes the vecadd kernel's one faster candidate.
+BLOCK_AGENT = """
+import json, pathlib, sys
+sys.stdin.read()
+p = pathlib.Path("candidate.py")
+p.write_text(p.read_text().replace("BLOCK_SIZE = 64", "BLOCK_SIZE = 1024"))
+pathlib.Path("candidate_metadata.json").write_text(json.dumps({
+    "hypothesis": "the interpreter pays per program; 16x fewer programs",
+    "evidence": "vecadd is launch-bound on the interpreter",
+    "change": "BLOCK_SIZE 64 -> 1024",
+    "hypothesis_kind": "launch_config",
+    "commit_title": "Use 1024-element blocks",
+}))
+"""
 
 
 def vecadd_bundle(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from support.bundles import BLOCK_AGENT as AGENT
 from test_reply_parser import candidate
 
 from cli.main import main
@@ -38,20 +39,6 @@ FASTER_KERNEL = KERNEL_TEXT.replace("BLOCK_SIZE = 64", "BLOCK_SIZE = 1024")
 # The candidate is ~10x faster on the interpreter; the CV bound is loose because two shared CPU
 # cores make interpreter timings noisy, and these tests are about the providers, not the policy.
 FAST_FLAGS = ["--benchmark-repetitions", "8", "--max-cv", "3.0", "--max-candidate-seconds", "60"]
-
-AGENT = """
-import json, pathlib, sys
-sys.stdin.read()
-p = pathlib.Path("candidate.py")
-p.write_text(p.read_text().replace("BLOCK_SIZE = 64", "BLOCK_SIZE = 1024"))
-pathlib.Path("candidate_metadata.json").write_text(json.dumps({
-    "hypothesis": "the interpreter pays per program; 16x fewer programs",
-    "evidence": "vecadd is launch-bound on the interpreter",
-    "change": "BLOCK_SIZE 64 -> 1024",
-    "hypothesis_kind": "launch_config",
-    "commit_title": "Use 1024-element blocks",
-}))
-"""
 
 
 def optimize(tmp: Path, name: str, *args: str) -> tuple[Result, Path]:
