@@ -14,7 +14,7 @@ from tlxstore.store import Store
 
 
 def _default_store(ctx: click.Context, param: click.Parameter, value: str | None) -> StoreRef:
-    return settings().store if value is None else store_ref(value)  # type: ignore[return-value]
+    return settings().store if value is None else store_ref(value)
 
 
 def store_option(f: Any) -> Any:

@@ -22,15 +22,17 @@ def data_dir() -> Path:
     return Path(base) / "tlxdb"
 
 
-def store_ref(value: object) -> object:
-    """A store reference as given: a team store's URL stays text, anything else is a path
-    (a Path would fold the URL's `//`)."""
-    if isinstance(value, str) and not value.startswith("ducklake:"):  # a URL is never a file
-        return Path(value).expanduser()
-    return value
+def store_ref(text: str) -> Path | str:
+    """A store reference as given: a DuckLake URL stays text, anything else is a path (a Path
+    would fold the URL's `//`)."""
+    return text if text.startswith("ducklake:") else Path(text).expanduser()
 
 
-StoreRef = Annotated[Path | str, BeforeValidator(store_ref)]  # a file's path or a team URL
+def _store_ref_field(value: object) -> object:
+    return store_ref(value) if isinstance(value, str) else value
+
+
+StoreRef = Annotated[Path | str, BeforeValidator(_store_ref_field)]  # a file's path or a team URL
 
 
 class Settings(BaseModel):

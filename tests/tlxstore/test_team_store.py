@@ -91,6 +91,14 @@ def test_team_urls_are_checked_and_never_show_a_password():
             parse_team_url(bad)
     with pytest.raises(StoreError, match="a DuckLake store URL starts with ducklake:postgres://"):
         open_store("ducklake:sqlite:/x")
+    # $TLXDB_STORE keeps a URL whole (a path would fold its `//`) and a file's path a Path
+    from pathlib import Path
+
+    from tlxstore.config import settings
+
+    given = "ducklake:postgres://me@h:5432/db?data_path=s3://b/x"
+    assert settings({"TLXDB_STORE": given}).store == given
+    assert settings({"TLXDB_STORE": "/a/s.duckdb"}).store == Path("/a/s.duckdb")
 
 
 def test_a_missing_team_store_is_not_created_without_create(postgres, tmp_path):
