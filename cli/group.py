@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from tlxstore.errors import TlxdbError
+from tlxstore.redaction import Redactor
 
 
 class TlxdbGroup(click.Group):
@@ -21,7 +22,7 @@ class TlxdbGroup(click.Group):
         try:
             return super().invoke(ctx)
         except TlxdbError as e:
-            raise click.ClickException(e.message) from None
+            raise click.ClickException(Redactor.from_environment().text(e.message)) from None
 
 
 @click.group(cls=TlxdbGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -23,6 +23,7 @@ from optimizer.reporting.result import EXIT_INTERRUPTED, RunResult
 from optimizer.run import lifecycle, redecide
 from tlxstore.events import CandidateProposed, Envelope
 from tlxstore.fold import RunState
+from tlxstore.redaction import Redactor
 
 
 def _bundle_options(f: Any) -> Any:
@@ -89,13 +90,14 @@ class LiveLog:
         self.tty = tty
         self._t0 = time.monotonic()
         self._progress = ""
+        self.redactor = Redactor.from_environment()
 
     def __call__(self, env: Envelope, state: RunState) -> None:
         line = live.describe(env, state)
         if self.tty and self._progress:
             self.stream.write("\r\033[K")
         if line is not None:
-            self.stream.write(line + "\n")
+            self.stream.write(self.redactor.text(line) + "\n")
         if self.tty:
             self._progress = self._status(env, state)
             self.stream.write(self._progress)
@@ -122,10 +124,11 @@ class LiveLog:
 
 
 def _render(result: RunResult, fmt: str) -> None:
+    redactor = Redactor.from_environment()
     if fmt == "full":
-        click.echo(result.model_dump_json())
+        click.echo(redactor.text(result.model_dump_json()))
     elif fmt == "summary":
-        click.echo(json.dumps(result.summary(), default=str))
+        click.echo(redactor.text(json.dumps(result.summary(), default=str)))
 
 
 @click.command()

@@ -34,6 +34,7 @@ from tlxstore.errors import (
     StoreError,
 )
 from tlxstore.events import Envelope, Event, new_event_id
+from tlxstore.redaction import Redactor
 
 LOG_NAME = "events.jsonl"
 
@@ -129,14 +130,20 @@ def _fsync_dir(path: Path) -> None:
 class RunLog:
     """The append-only event log of one run."""
 
-    def __init__(self, path: Path, run_id: str, next_seq: int, size: int) -> None:
+    def __init__(
+        self, path: Path, run_id: str, next_seq: int, size: int, redactor: Redactor | None = None
+    ) -> None:
         self.path = path
         self.run_id = run_id
         self.next_seq = next_seq
         self._size = size  # file size after our last read or write
+        # what no event may hold (tlxstore/redaction.py): by default this process's secrets
+        self.redactor = redactor or Redactor.from_environment()
 
     @classmethod
-    def create(cls, path: str | os.PathLike[str], run_id: str) -> RunLog:
+    def create(
+        cls, path: str | os.PathLike[str], run_id: str, redactor: Redactor | None = None
+    ) -> RunLog:
         """A new, empty log at `path` (a folder means `<folder>/events.jsonl`); refuses an existing file."""
         p = log_path(path)
         try:
@@ -151,10 +158,15 @@ class RunLog:
         finally:
             os.close(fd)
         _fsync_dir(p.parent)
-        return cls(p, run_id, 0, 0)
+        return cls(p, run_id, 0, 0, redactor)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], run_id: str | None = None) -> RunLog:
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        run_id: str | None = None,
+        redactor: Redactor | None = None,
+    ) -> RunLog:
         """An existing log; run_id and next_seq come from its records (`run_id` is needed only
         when the log holds none yet)."""
         p = log_path(path)
@@ -168,7 +180,7 @@ class RunLog:
             raise LogCorruptError(f"{p}: the log holds no events, so its run id is unknown")
         if run_id is not None and scan.run_id is not None and run_id != scan.run_id:
             raise LogCorruptError(f"{p}: holds run {scan.run_id}, not {run_id}")
-        return cls(p, rid, scan.next_seq, scan.good_bytes)
+        return cls(p, rid, scan.next_seq, scan.good_bytes, redactor)
 
     def append(
         self, events: Sequence[Event] | Iterable[Event], expected_seq: int | None = None
@@ -209,15 +221,18 @@ class RunLog:
                     recorded_at=now,
                     event=event,
                 )
-                envs.append(env)
                 try:
-                    lines.append(
-                        codec.to_json_bytes({**codec.record(env, payload), "batch_last": last})
-                    )
+                    line = codec.to_json_bytes({**codec.record(env, payload), "batch_last": last})
                 except ValueError:  # NaN or infinity: nothing of the batch is written
                     raise EventValidationError(
                         f"{event.type} holds a non-finite number (NaN or infinity)"
                     ) from None
+                redacted = self.redactor.data(line)
+                if redacted is not line and redacted != line:  # the event as written, masked
+                    line = redacted
+                    env = codec.decode({**codec.loads(line), "recorded_at": now})
+                envs.append(env)
+                lines.append(line)
             blob = b"\n".join(lines) + b"\n"
             view = memoryview(blob)
             os.lseek(fd, size, os.SEEK_SET)

@@ -56,6 +56,7 @@ from tlxstore.events import (
     ProfileCollected,
     ProfileMetric,
 )
+from tlxstore.redaction import without_secrets
 
 Emit = Callable[[Event], None]
 
@@ -321,9 +322,11 @@ class Evaluator:
 
     # ---- the child -------------------------------------------------------------------------
     def _child_env(self) -> dict[str, str]:
-        env = dict(os.environ)
+        """tlxdb's environment without its secrets, then the bundle's target environment, and
+        the repository root (where the child's `optimizer` package lives) on PYTHONPATH."""
+        env = without_secrets(os.environ)
         env.update(self.bundle.environment)
-        repo = str(Path(__file__).resolve().parent.parent)
+        repo = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env

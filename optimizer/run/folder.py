@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from optimizer.run.tlx_files import tlx_files
 from tlxstore.events import BASELINE_ID
 from tlxstore.fold import RunState
+from tlxstore.redaction import Redactor
 
 if TYPE_CHECKING:
     from optimizer.reporting.result import RunResult
@@ -43,6 +44,8 @@ def unified_diff(before: str, after: str, before_name: str, after_name: str) -> 
 
 
 def write_atomic(path: Path, text: str) -> None:
+    """Write `text`, secrets masked (tlxstore/redaction.py), as `path` in one rename."""
+    text = Redactor.from_environment().text(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

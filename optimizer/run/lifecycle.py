@@ -71,6 +71,7 @@ from tlxstore.events import (
 )
 from tlxstore.fold import RunState, fold
 from tlxstore.location import open_store
+from tlxstore.redaction import Redactor, without_secrets
 from tlxstore.runlog import RunLog
 from tlxstore.store import Store
 from tlxstore.version import tlxdb_version
@@ -203,7 +204,7 @@ def prepare(
     frozen = FrozenBundle(bundle, kernel, ws.bundle_dir)
     python = settings().child_python or sys.executable
     device = validation.detect_device(
-        bundle.target.backend, bundle.target.environment, python, dict(os.environ)
+        bundle.target.backend, bundle.target.environment, python, without_secrets(os.environ)
     )
     validation.check_arch(arch, device, bundle.target.architecture)
     hard, reach = _peaks(device)
@@ -383,7 +384,8 @@ def optimize(
         out = _output_dir(request, store, run_id)
         prov = _provider(request, store, ws, provider, providers)
         setup = _setup(store, prep, prov, out, priors, request, observer, snapshot)
-        run = RunLoop(setup, RunLog.create(ws.scratch_dir / "events.jsonl", run_id), [])
+        log = RunLog.create(ws.scratch_dir / "events.jsonl", run_id, _redactor(prep))
+        run = RunLoop(setup, log, [])
         run.append(
             _started(request, prep, run_id, out, priors, prov),
             *_baseline_events(prep.kernel_source),
@@ -396,7 +398,7 @@ def optimize(
             write_atomic(
                 setup.output.root / SNAPSHOT_FILE, snapshot.model_dump_json(indent=2) + "\n"
             )
-        run.log = RunLog.open(setup.output.log_path)
+        run.log = RunLog.open(setup.output.log_path, redactor=_redactor(prep))
         run.ingest()
         return run.run()
 
@@ -427,6 +429,12 @@ def _validate_run(run: RunLoop, prep: Prepared, out: Path, strict: bool) -> None
             for p in out.iterdir():
                 shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
         raise
+
+
+def _redactor(prep: Prepared) -> Redactor:
+    """What a run's events may not hold: the secrets of tlxdb's environment and of the bundle's
+    target environment (which its harness child is given)."""
+    return Redactor.from_environment(prep.frozen.bundle.target.environment)
 
 
 def _locate_run(store: Store, ref: str) -> tuple[str, Path]:
@@ -492,6 +500,7 @@ def resume(
             )
         baseline = state.sources[state.candidates[BASELINE_ID].proposal.source_hash].text
         prep.kernel_source = baseline
+        log.redactor = _redactor(prep)
         store.ingest(envelopes)
         prov = _provider(request, store, ws, provider, providers)
         setup = _setup(
