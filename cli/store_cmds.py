@@ -24,6 +24,7 @@ from tlxstore.config import store_ref
 from tlxstore.errors import QueryFenceError
 from tlxstore.export import export_runs
 from tlxstore.store.connection import Sandbox
+from tlxstore.store.sql import JSON_FIELD
 from tlxstore.transfer import copy_runs
 
 RUNS_SQL = "runs_listing"
@@ -40,13 +41,15 @@ def _format_option(f: Any) -> Any:
     )(f)
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, exact: bool = False) -> str:
+    """A value as text; floats rounded to 6 digits for reading, or (exact) the shortest text
+    that reads back as the same double."""
     if value is None:
         return ""
     if isinstance(value, datetime | date):
         return value.isoformat()
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return repr(value) if exact else f"{value:.6g}"
     return str(value)
 
 
@@ -58,15 +61,20 @@ def _jsonable(value: Any) -> Any:
 
 def render(table: pa.Table, fmt: str) -> str:
     """The rows of `table` as an aligned text table, CSV or a JSON list of objects."""
-    rows = table.to_pylist()
     names = table.column_names
-    if fmt == "json":
+    if fmt == "json":  # each value of a JSON column nested as it is, not as an escaped string
+        nested = [f.name for f in table.schema if (f.metadata or {}) == JSON_FIELD]
+        rows = table.to_pylist()
+        for r in rows:
+            for n in nested:
+                r[n] = None if r[n] is None else json.loads(r[n])
         return json.dumps(rows, default=_jsonable, ensure_ascii=False, indent=1)
-    if fmt == "csv":
+    rows = table.to_pylist()
+    if fmt == "csv":  # full precision: every double reads back as itself
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(names)
-        writer.writerows([[_cell(r[n]) for n in names] for r in rows])
+        writer.writerows([[_cell(r[n], exact=True) for n in names] for r in rows])
         return buf.getvalue().rstrip("\n")
     cells = [[_cell(r[n]).replace("\n", " ") for n in names] for r in rows]
     widths = [max([len(n)] + [len(c[i]) for c in cells]) for i, n in enumerate(names)]
@@ -127,20 +135,36 @@ def query_cmd(sql: str, store: Path, fmt: str, allow_files: bool) -> None:
 
 
 @click.command("export")
-@click.argument("runs", nargs=-1, required=True)
+@click.argument("runs", nargs=-1)
 @click.option(
     "--to",
-    "to_dir",
+    "to",
     required=True,
     type=click.Path(path_type=Path),
-    help="A new folder for the export.",
+    help="A new folder for the export of runs; with --view, a new .parquet file.",
 )
+@click.option("--view", "view_name", help="Export one view's rows as a Parquet file instead.")
 @store_option
-def export_cmd(runs: tuple[str, ...], to_dir: Path, store: Path) -> None:
-    """Export runs (ids, unique prefixes or output folders) as Parquet plus a manifest."""
-    manifest = export_runs(open_store(store, create=False), runs, to_dir)
+def export_cmd(runs: tuple[str, ...], to: Path, view_name: str | None, store: Path) -> None:
+    """Export runs (ids, unique prefixes or output folders) as Parquet plus a manifest, or one
+    view as a Parquet file (typed columns, JSON columns as nested structs).
+
+    \b
+    Examples:
+      tlxdb export r20261130-161908 --to /tmp/softmax-run
+      tlxdb export --view kernel_history --to kernel_history.parquet
+    """
+    if view_name is not None:
+        if runs:
+            raise click.UsageError("give runs or --view, not both")
+        rows = queries.export_view(open_store(store, create=False), view_name, to)
+        click.echo(json.dumps({"to": str(to), "view": view_name, "rows": rows}))
+        return
+    if not runs:
+        raise click.UsageError("give the runs to export, or --view NAME")
+    manifest = export_runs(open_store(store, create=False), runs, to)
     rows = manifest.files["events.parquet"].rows
-    click.echo(json.dumps({"to": str(to_dir), "runs": manifest.runs, "events": rows}))
+    click.echo(json.dumps({"to": str(to), "runs": manifest.runs, "events": rows}))
 
 
 @click.command("import")

@@ -13,10 +13,13 @@ import re
 from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from tlxstore.errors import ConfigError
 from tlxstore.store import Store
 from tlxstore.store.connection import Sandbox
 
@@ -108,3 +111,39 @@ def persist_views(store: Store) -> bool:
     ordered = all_views()
     digest = hashlib.sha256(json.dumps(list(ordered.items())).encode()).hexdigest()
     return store.define_views(list(ordered.items()), digest)
+
+
+def nest_json(table: pa.Table) -> pa.Table:
+    """`table` with each column DuckDB typed JSON (text) parsed into nested Arrow values (structs,
+    lists, numbers), so Parquet and JSON output keep the structure. A column whose values have no
+    common Arrow type (a key holding a number in one row and text in another) stays JSON text."""
+    for i, f in enumerate(table.schema):
+        if (f.metadata or {}).get(b"duckdb.type") != b"JSON":
+            continue
+        values = [None if v is None else json.loads(v) for v in table.column(i).to_pylist()]
+        try:
+            nested = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            continue
+        table = table.set_column(i, pa.field(f.name, nested.type, metadata=f.metadata), nested)
+    return table
+
+
+def export_view(store: Store, name: str, to: Path) -> int:
+    """Write every row of one view to a Parquet file (typed columns, JSON columns as nested
+    structs), atomically: a temporary file renamed into place. Returns the row count."""
+    try:
+        view_sql(name)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None
+    if to.exists():
+        raise ConfigError(f"{to} exists; give a new file")
+    table = nest_json(view(store, name))
+    to.parent.mkdir(parents=True, exist_ok=True)
+    tmp = to.with_name(f".{to.name}.tmp")
+    try:
+        pq.write_table(table, tmp)
+        tmp.rename(to)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return table.num_rows

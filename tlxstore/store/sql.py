@@ -29,7 +29,16 @@ def one_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
+JSON_FIELD = {b"duckdb.type": b"JSON"}  # the metadata of a column DuckDB typed JSON (text in Arrow)
+
+
 def arrow(result: duckdb.DuckDBPyConnection) -> pa.Table:
-    """A result as one Arrow table (whichever name this DuckDB gives the call)."""
+    """A result as one Arrow table (whichever name this DuckDB gives the call). Columns of
+    DuckDB's JSON type arrive as text; their fields carry JSON_FIELD, so a reader can nest them."""
+    json_columns = {d[0] for d in result.description or () if str(d[1]) == "JSON"}
     to_table = getattr(result, "to_arrow_table", None) or result.fetch_arrow_table
-    return to_table()
+    table = to_table()
+    if not json_columns:
+        return table
+    fields = [f.with_metadata(JSON_FIELD) if f.name in json_columns else f for f in table.schema]
+    return table.cast(pa.schema(fields, metadata=table.schema.metadata))
