@@ -78,6 +78,10 @@ class QueryFenceError(QueryError):
     """The query reached for something outside its sandbox (a file, an extension)."""
 
 
+class RunBusyError(TlxdbError):
+    """Another process is writing this run."""
+
+
 class UnknownRunError(TlxdbError):
     """No such run in the store."""
 

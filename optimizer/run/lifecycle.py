@@ -47,6 +47,7 @@ from optimizer.providers import ProviderOptions, ProviderRegistry, default_provi
 from optimizer.providers.base import Provider
 from optimizer.reporting.result import RunResult
 from optimizer.run.folder import OutputFolder, write_atomic
+from optimizer.run.lease import run_lease
 from optimizer.run.loop import Ceilings, Observer, RunLoop, Setup
 from optimizer.run.workspace import Workspace
 from optimizer.vcs import commit as vcs
@@ -392,15 +393,16 @@ def optimize(
         )
         _validate_run(run, prep, out, request.strict_validation)
         out.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(run.log.path), str(setup.output.log_path))
-        write_atomic(setup.output.root / REQUEST_FILE, request.model_dump_json(indent=2) + "\n")
-        if snapshot is not None:
-            write_atomic(
-                setup.output.root / SNAPSHOT_FILE, snapshot.model_dump_json(indent=2) + "\n"
-            )
-        run.log = RunLog.open(setup.output.log_path, redactor=_redactor(prep))
-        run.ingest()
-        return run.run()
+        with run_lease(out, run_id):
+            shutil.move(str(run.log.path), str(setup.output.log_path))
+            write_atomic(setup.output.root / REQUEST_FILE, request.model_dump_json(indent=2) + "\n")
+            if snapshot is not None:
+                write_atomic(
+                    setup.output.root / SNAPSHOT_FILE, snapshot.model_dump_json(indent=2) + "\n"
+                )
+            run.log = RunLog.open(setup.output.log_path, redactor=_redactor(prep))
+            run.ingest()
+            return run.run()
 
 
 def _validate_run(run: RunLoop, prep: Prepared, out: Path, strict: bool) -> None:
@@ -469,6 +471,19 @@ def resume(
     store = open_store(store_path)
     store.check_writable()
     run_id, out = _locate_run(store, run_ref)
+    with run_lease(out, run_id):  # before anything is read to be continued
+        return _resume_held(store, run_id, out, provider, providers, observer)
+
+
+def _resume_held(
+    store: Store,
+    run_id: str,
+    out: Path,
+    provider: Provider | None,
+    providers: ProviderRegistry,
+    observer: Observer | None,
+) -> RunResult:
+    """resume's work, under the run's lease."""
     log = RunLog.open(out / "events.jsonl")
     envelopes = log.envelopes()
     state = fold(envelopes)

@@ -1,0 +1,58 @@
+"""The run lease: one process writes a run at a time.
+
+A run's writer (`tlxdb optimize` from the moment its output folder exists, `--resume` before it
+writes anything) holds an exclusive `flock` on `<output>/.lease` for the run's lifetime, with
+its pid and host written in the file. A second writer is refused with RunBusyError naming them;
+a killed holder's lease is free at once (the kernel drops the lock with the process).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tlxstore.errors import RunBusyError, StoreError
+
+LEASE_FILE = ".lease"
+
+
+@contextmanager
+def run_lease(out: Path, run_id: str) -> Iterator[None]:
+    """Hold run `run_id`'s lease (in its output folder `out`) for the block."""
+    path = out / LEASE_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot take the lease of run {run_id} ({path}): {exc.strerror}"
+        ) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            raise RunBusyError(
+                f"run {run_id} is being written by {_holder(path)}; wait for it to end, or stop "
+                "it and then --resume"
+            ) from None
+        holder = json.dumps({"pid": os.getpid(), "host": socket.gethostname()})
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, holder.encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lease
+
+
+def _holder(path: Path) -> str:
+    try:
+        held = json.loads(path.read_text())
+        return f"pid {held['pid']} on host {held['host']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process (it has not written its pid yet)"
