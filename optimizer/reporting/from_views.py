@@ -166,9 +166,23 @@ def _validation(checks: list[Row]) -> Section:
 
 
 def run_sections(data: dict[str, list[Row]]) -> list[Section]:
+    """The sections of one run's report, from its views."""
     [run] = data["run_summary"]
     settings = data["run_settings"][0] if data["run_settings"] else None
     cands = data["run_candidates"]
+    shown = _shown(run, cands)
+    return [
+        _run_head(run, settings),
+        _validation(data["run_validation"]),
+        _candidates(cands, settings),
+        *_winner_sections(data, shown),
+        *_evidence_sections(data),
+        *_optional_sections(data, run),
+    ]
+
+
+def _run_head(run: Row, settings: Row | None) -> Section:
+    """What ran where, with which tools and budget, and how it ended."""
     head = Section("Run")
     head.lines = [
         f"kernel: {run['kernel_id']} ({run['kernel_path']})",
@@ -206,6 +220,11 @@ def run_sections(data: dict[str, list[Row]]) -> list[Section]:
             + (", ".join(settings["prior_runs"] or []) or "none")
             + (f"; resumed from {settings['resumed_from']}" if settings["resumed_from"] else "")
         )
+    return head
+
+
+def _candidates(cands: list[Row], settings: Row | None) -> Section:
+    """Every candidate with its decision, and the best-so-far figure."""
     best = Section("Candidates").table(
         ["candidate", "round", "parent", "kind", "hypothesis", "change", "outcome", "decided speedup [99% CI]", "reason", "tokens in/out"],
         [
@@ -219,6 +238,11 @@ def run_sections(data: dict[str, list[Row]]) -> list[Section]:
     )  # fmt: skip
     min_speedup = settings["min_speedup"] if settings else None
     best.figures.append(("best_so_far.svg", plots.best_so_far(cands, min_speedup)))
+    return best
+
+
+def _shown(run: Row, cands: list[Row]) -> list[str]:
+    """The candidate the per-case sections show: the winner, else the best promoted one."""
     shown = [run["winner_id"]] if run["winner_id"] else []
     if not shown:
         promoted = [
@@ -227,6 +251,11 @@ def run_sections(data: dict[str, list[Row]]) -> list[Section]:
         shown = (
             [max(promoted, key=lambda c: c["decided_speedup"])["candidate_id"]] if promoted else []
         )
+    return shown
+
+
+def _winner_sections(data: dict[str, list[Row]], shown: list[str]) -> list[Section]:
+    """Per-case speedups and sample distributions of the shown candidate against the baseline."""
     cases = Section("Per-case speedups" + (f" of {shown[0]}" if shown else "")).table(
         ["stage", "case", "weight", "baseline median (us)", "candidate median (us)", "speedup", "candidate CV"],
         [
@@ -245,6 +274,11 @@ def run_sections(data: dict[str, list[Row]]) -> list[Section]:
     samples.figures.append(
         ("samples.svg", plots.sample_distributions(data["run_samples"], ["baseline", *shown]))
     )
+    return [cases, samples]
+
+
+def _evidence_sections(data: dict[str, list[Row]]) -> list[Section]:
+    """Final revalidation, integrity flags and duplicates."""
     reval = Section("Final revalidation").table(
         ["candidate", "survived", "revalidated speedup [99% CI]", "alternations", "reason"],
         [[r["candidate_id"], r["survived"], _ci(r["revalidated_speedup"], r["ci_low"], r["ci_high"]), r["alternations"], r["reason"]] for r in data["run_revalidations"]],
@@ -257,7 +291,12 @@ def run_sections(data: dict[str, list[Row]]) -> list[Section]:
         ["candidate", "match", "duplicate of", "its outcome", "its decided speedup"],
         [[r["candidate_id"], r["match"], f"{r['duplicate_of_run']}/{r['duplicate_of_candidate']}", r["original_outcome"], r["original_decided_speedup"]] for r in data["run_duplicates"]],
     )  # fmt: skip
-    out = [head, _validation(data["run_validation"]), best, cases, samples, reval, flags, dups]
+    return [reval, flags, dups]
+
+
+def _optional_sections(data: dict[str, list[Row]], run: Row) -> list[Section]:
+    """The roofline (when the harness declared bytes or flops) and the commits (when any)."""
+    out: list[Section] = []
     roof = plots.roofline(data["run_throughput"], run["device_kind"] or "")
     if roof is not None:
         r = Section("Roofline")

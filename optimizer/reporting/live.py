@@ -19,6 +19,7 @@ from tlxstore.events import (
     DecisionMade,
     DuplicateDetected,
     Envelope,
+    Event,
     ExclusionRecorded,
     FinalistRevalidated,
     InfrastructureFailed,
@@ -104,6 +105,23 @@ def _roofline_line(e: RooflineAssessed) -> str:
 
 def describe(env: Envelope, state: RunState) -> str | None:
     """One readable line for an event of the live log, or None for events not worth a line."""
+    if isinstance(env.event, _RUN_EVENTS):
+        return _run_line(env, state)
+    return _candidate_line(env.event, state)
+
+
+_RUN_EVENTS = (
+    RunStarted,
+    BundleValidated,
+    ModelExchanged,
+    CommitAttempted,
+    SearchEnded,
+    RunFinished,
+)
+
+
+def _run_line(env: Envelope, state: RunState) -> str | None:
+    """The line of an event about the whole run: start, validation, model, commit, end."""
     e = env.event
     match e:
         case RunStarted():
@@ -120,6 +138,30 @@ def describe(env: Envelope, state: RunState) -> str | None:
                 f"{c.name} {c.outcome.value}" for c in e.checks
             )
             return "\n".join([passed, *warning_lines(e.checks)])
+        case CommitAttempted():
+            if e.success:
+                return f"committed {e.candidate_id} as {e.rev_after}: {e.subject}"
+            return f"commit of {e.candidate_id} FAILED{' (conflict)' if e.conflict else ''}: {one_line(e.diagnostics)}"
+        case ModelExchanged():
+            tokens = f", {e.tokens_in}+{e.tokens_out} tokens" if e.tokens_in is not None else ""
+            return (
+                f"model exchange {e.exchange_id} ({e.model or e.provider}, {e.latency_ms:.0f} ms{tokens})"
+                + (f": error {e.error}" if e.error else "")
+            )
+        case SearchEnded():
+            return f"search ended: {e.reason.value}{' — ' + one_line(e.detail) if e.detail else ''}"
+        case RunFinished():
+            win = f", winner {e.winner_id} at {e.speedup:.3f}x" if e.winner_id and e.speedup else ""
+            return (
+                f"run finished: {e.stopping_reason.value}{win}"
+                f"{' — ' + one_line(e.detail) if e.detail else ''}{timing_label(state)}"
+            )
+    return None
+
+
+def _candidate_line(e: Event, state: RunState) -> str | None:
+    """The line of an event about one candidate's evidence and decision."""
+    match e:
         case CandidateProposed() if e.candidate_id != BASELINE_ID:
             return (
                 f"{e.candidate_id} (round {e.round}, parent {e.parent_id}) hypothesis: {one_line(e.hypothesis)}"
@@ -165,24 +207,6 @@ def describe(env: Envelope, state: RunState) -> str | None:
             return (
                 f"{e.candidate_id} {verdict} final revalidation ({e.alternations} alternations): "
                 f"speedup {ci_text(e.speedup, e.ci_low, e.ci_high)} — {one_line(e.reason)}"
-            )
-        case CommitAttempted():
-            if e.success:
-                return f"committed {e.candidate_id} as {e.rev_after}: {e.subject}"
-            return f"commit of {e.candidate_id} FAILED{' (conflict)' if e.conflict else ''}: {one_line(e.diagnostics)}"
-        case ModelExchanged():
-            tokens = f", {e.tokens_in}+{e.tokens_out} tokens" if e.tokens_in is not None else ""
-            return (
-                f"model exchange {e.exchange_id} ({e.model or e.provider}, {e.latency_ms:.0f} ms{tokens})"
-                + (f": error {e.error}" if e.error else "")
-            )
-        case SearchEnded():
-            return f"search ended: {e.reason.value}{' — ' + one_line(e.detail) if e.detail else ''}"
-        case RunFinished():
-            win = f", winner {e.winner_id} at {e.speedup:.3f}x" if e.winner_id and e.speedup else ""
-            return (
-                f"run finished: {e.stopping_reason.value}{win}"
-                f"{' — ' + one_line(e.detail) if e.detail else ''}{timing_label(state)}"
             )
     return None
 
