@@ -183,6 +183,13 @@ def _render(result: RunResult, fmt: str) -> None:
     is_flag=True,
     help="Make every validation warning a failure (for CI pipelines of bundles).",
 )
+@click.option(
+    "--devices",
+    help="Evaluate each round's candidates at once, one harness child per device: 'all' or "
+    "indexes such as 0,1,3 (pinned with CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES). A round "
+    "larger than the device count queues. Testing only: TLXDB_SIMULATED_DEVICES=N gives a CPU "
+    "target N simulated devices (the run records them as simulated).",
+)
 def optimize(
     resume_ref: str | None,
     store: Path,
@@ -201,6 +208,8 @@ def optimize(
       tlxdb optimize --kernel k.py --bundle b/ --prior-run r20261130-101500-1a2b3c
       tlxdb optimize --kernel k.py --bundle b/ --provider llm --model openai/gpt-4o
       tlxdb optimize --kernel k.py --bundle b/ --provider command --provider-command "codex exec"
+      tlxdb optimize --kernel k.py --bundle b/ --devices all --candidates-per-round 8
+      TLXDB_SIMULATED_DEVICES=4 tlxdb optimize --kernel k.py --bundle cpu_b/ --devices all
       tlxdb optimize --resume r20261130-101500-1a2b3c
     """
     if diagnostic_proton_intra_kernel:
@@ -259,6 +268,7 @@ def _run_request(store: Path, s: dict[str, Any]) -> lifecycle.RunRequest:
         argv=sys.argv,
         label=s["label"],
         strict_validation=s["strict_validation"],
+        devices=s["devices"],
     )
 
 

@@ -10,7 +10,9 @@ import os
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from tlxstore.errors import ConfigError
 
 # A store named by one of these is a team store (tlxstore/team.py); anything else is a file.
 TEAM_STORE_PREFIXES = ("ducklake:postgres://", "ducklake:postgresql://")
@@ -50,12 +52,19 @@ class Settings(BaseModel):
     child_python: str | None = Field(
         None, description="TLXDB_CHILD_PYTHON: interpreter for harness child processes."
     )
+    simulated_devices: int | None = Field(
+        None,
+        ge=1,
+        description="TLXDB_SIMULATED_DEVICES: testing only; a CPU target offers this many "
+        "simulated device ids to --devices (evaluations recorded as simulated).",
+    )
 
 
 ENV_VARS = {
     "store": "TLXDB_STORE",
     "lock_timeout_s": "TLXDB_LOCK_TIMEOUT_S",
     "child_python": "TLXDB_CHILD_PYTHON",
+    "simulated_devices": "TLXDB_SIMULATED_DEVICES",
 }
 
 
@@ -66,7 +75,12 @@ def settings(environ: dict[str, str] | None = None) -> Settings:
     for field, var in ENV_VARS.items():
         if env.get(var):
             values[field] = env[var]
-    return Settings.model_validate(values)
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as e:
+        err = e.errors()[0]
+        var = ENV_VARS.get(str(err["loc"][0]), str(err["loc"][0]))
+        raise ConfigError(f"{var}={values.get(str(err['loc'][0]))!s}: {err['msg']}") from None
 
 
 class ObjectStorage(BaseModel):

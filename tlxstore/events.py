@@ -473,6 +473,34 @@ class RunFinished(Event):
     detail: str = ""
 
 
+class DevicesAssigned(Event):
+    """The devices a parallel run (`--devices`) evaluates on, one harness child per device at a
+    time. The first is the run's own device: validation, the baseline of the run, and the final
+    revalidation are measured there; every other device gets its own baseline measurement before
+    its first candidate (a candidate is compared with the baseline of the device it ran on)."""
+
+    type: Literal["DevicesAssigned"] = "DevicesAssigned"
+    devices: list[str]  # ids as `--devices` names them ("0", "1", "3"), the first is the run's own
+    pin_variable: str | None  # CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES; None: nothing to pin
+    simulated: bool = False  # testing only: ids made up on a CPU by TLXDB_SIMULATED_DEVICES
+
+
+class DeviceEvaluated(Event):
+    """One evaluation of a parallel run: the device its harness child was pinned to and when it
+    ran. It opens the append that holds the evaluation's evidence: the `events` events after it
+    are that evidence, all measured on `device`. An evaluation whose append never reached the
+    log left nothing in it and is evaluated again."""
+
+    type: Literal["DeviceEvaluated"] = "DeviceEvaluated"
+    candidate_id: str
+    device: str  # one id of DevicesAssigned.devices
+    simulated: bool = False
+    pinned: dict[str, str] = {}  # the variables the harness child got, e.g. CUDA_VISIBLE_DEVICES
+    started_at: datetime
+    finished_at: datetime
+    events: int = Field(ge=0)
+
+
 AnyEvent = Annotated[
     RunStarted
     | BundleValidated
@@ -492,7 +520,9 @@ AnyEvent = Annotated[
     | FinalistRevalidated
     | CommitAttempted
     | SearchEnded
-    | RunFinished,
+    | RunFinished
+    | DevicesAssigned
+    | DeviceEvaluated,
     Field(discriminator="type"),
 ]
 

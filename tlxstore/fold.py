@@ -18,6 +18,8 @@ from tlxstore.events import (
     CaseVerified,
     CommitAttempted,
     DecisionMade,
+    DeviceEvaluated,
+    DevicesAssigned,
     DuplicateDetected,
     Envelope,
     ExclusionRecorded,
@@ -48,10 +50,21 @@ class CandidateState:
     failures: list[InfrastructureFailed] = field(default_factory=list)
     decision: DecisionMade | None = None
     exclusion: ExclusionRecorded | None = None
+    evaluations: list[DeviceEvaluated] = field(default_factory=list)  # parallel runs only
+    sample_devices: list[str | None] = field(default_factory=list)  # the device of each of samples
 
     @property
     def candidate_id(self) -> str:
         return self.proposal.candidate_id
+
+    @property
+    def device(self) -> str | None:
+        """The device of its last evaluation in a parallel run (None: not measured in one)."""
+        return self.evaluations[-1].device if self.evaluations else None
+
+    def samples_on(self, device: str | None) -> list[BenchmarkSampled]:
+        """Its samples measured on `device` (in a run without --devices every device is None)."""
+        return [s for s, d in zip(self.samples, self.sample_devices, strict=True) if d == device]
 
     @property
     def decided(self) -> bool:
@@ -81,7 +94,15 @@ class RunState:
     commits: list[CommitAttempted] = field(default_factory=list)
     search_ended: SearchEnded | None = None
     finished: RunFinished | None = None
+    devices: DevicesAssigned | None = None  # a parallel run's devices
     last_seq: int = -1
+    # the device of the evaluation whose evidence is being applied, and how many events it has left
+    _evaluation: tuple[str, int] | None = field(default=None, repr=False)
+
+    @property
+    def primary_device(self) -> str | None:
+        """Where evidence outside a DeviceEvaluated append was measured: the run's own device."""
+        return self.devices.devices[0] if self.devices else None
 
     # ---- derived ------------------------------------------------------------------------
     @property
@@ -110,6 +131,10 @@ class RunState:
         self.last_seq = env.seq
         self.run_id = env.run_id
         e = env.event
+        device = self.primary_device
+        if self._evaluation is not None:
+            device, left = self._evaluation
+            self._evaluation = (device, left - 1) if left > 1 else None
         match e:
             case RunStarted():
                 self.started = e
@@ -129,6 +154,7 @@ class RunState:
                 self.candidates[e.candidate_id].verifications.append(e)
             case BenchmarkSampled():
                 self.candidates[e.candidate_id].samples.append(e)
+                self.candidates[e.candidate_id].sample_devices.append(device)
             case ProfileCollected():
                 self.candidates[e.candidate_id].profiles.append(e)
             case RooflineAssessed():
@@ -152,6 +178,11 @@ class RunState:
                 self.search_ended = e
             case RunFinished():
                 self.finished = e
+            case DevicesAssigned():
+                self.devices = e
+            case DeviceEvaluated():
+                self.candidates[e.candidate_id].evaluations.append(e)
+                self._evaluation = (e.device, e.events) if e.events else None
         return self
 
 

@@ -25,8 +25,9 @@ import platform
 import re
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -73,6 +74,28 @@ _CUDA_PROBE = (
 )
 
 
+class ProbeError(Exception):
+    """A probe child failed; the message is the last line it wrote, or what went wrong."""
+
+
+def probe(python: str, code: str, env: Mapping[str, str]) -> Any:
+    """The JSON the last line of `python -c code` prints, run in a child with `env`."""
+    try:
+        out = subprocess.run(
+            [python, "-c", code],
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, OSError, ValueError, IndexError) as e:
+        detail = getattr(e, "stderr", "") or str(e)
+        last = detail.strip().splitlines()[-1] if detail.strip() else type(e).__name__
+        raise ProbeError(last) from None
+
+
 def detect_device(
     backend: str, environment: dict[str, str], python: str, env: dict[str, str]
 ) -> DeviceInfo:
@@ -86,19 +109,9 @@ def detect_device(
             architecture=platform.machine(),
         )
     try:
-        out = subprocess.run(
-            [python, "-c", _CUDA_PROBE],
-            env={**env, **environment},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
-        info = json.loads(out.stdout.strip().splitlines()[-1])
-    except (subprocess.SubprocessError, OSError, ValueError, IndexError) as e:
-        detail = getattr(e, "stderr", "") or str(e)
-        last = detail.strip().splitlines()[-1] if detail.strip() else type(e).__name__
-        raise ConfigError(f"no {backend} device found for target.json's backend: {last}") from None
+        info = probe(python, _CUDA_PROBE, {**env, **environment})
+    except ProbeError as e:
+        raise ConfigError(f"no {backend} device found for target.json's backend: {e}") from None
     arch = (
         info["arch"]
         if backend == "hip" and info.get("arch")

@@ -10,6 +10,9 @@
 5. no protected case's p95 is more than MAX_P95_REGRESSION above the baseline's p95;
 6. it beats the incumbent (the last promoted candidate): the speedup measured directly against
    the incumbent's samples is above 1.0, with the interval's lower bound above 1.0 too;
+   (in a parallel run, a candidate is compared with the baseline measured on its own device, and
+   an incumbent measured on another device is rescaled per case by the ratio of the two
+   devices' baseline medians: docs/GUARDS.md, "Parallel runs");
 7. when a tripwire fired (non-blocking IntegrityFlagged), the candidate was re-measured and
    every measurement block passes 3-6 on its own: no promotion on the first measurement alone;
 8. the ncu veto (optimizer.decision.kernel.ncu_veto): no scored case's main kernel runs more
@@ -197,10 +200,16 @@ def _scored(
     return scored, None
 
 
-def _by_block(cand: CandidateState, phase_filter) -> dict[int, dict[str, list[float]]]:
+_ANY_DEVICE = object()
+
+
+def _by_block(
+    cand: CandidateState, phase_filter, device: object = _ANY_DEVICE
+) -> dict[int, dict[str, list[float]]]:
+    """Samples per measurement block and case; only those measured on `device` when given."""
     blocks: dict[int, dict[str, list[float]]] = {}
-    for s in cand.samples:
-        if phase_filter(s.phase):
+    for s, on in zip(cand.samples, cand.sample_devices, strict=True):
+        if phase_filter(s.phase) and (device is _ANY_DEVICE or on == device):
             blocks.setdefault(s.block, {}).setdefault(s.case_id, []).extend(s.samples_us)
     return blocks
 
@@ -223,7 +232,8 @@ def decide(
     if baseline is None:
         return _failed(candidate_id, "no baseline measurements in this run")
     not_reval = lambda p: p != Phase.REVALIDATION  # noqa: E731
-    base_samples = _merge(_by_block(baseline, not_reval))
+    device = _device(state, cand)
+    base_samples = _merge(_by_block(baseline, not_reval, device))
     blocks = _by_block(cand, not_reval)
     all_samples = _merge(blocks)
     scored, problem = _scored(weights, protected, cand, all_samples, base_samples)
@@ -255,14 +265,26 @@ def decide(
 
     incumbent = state.incumbent_id
     if incumbent is not None and incumbent != BASELINE_ID and incumbent != candidate_id:
-        inc_samples = _merge(_by_block(state.candidates[incumbent], not_reval))
+        inc = state.candidates[incumbent]
+        inc_samples = _merge(_by_block(inc, not_reval))
+        inc_device = _device(state, inc)
+        note = ""
+        if inc_device != device:
+            inc_samples = _rescaled(
+                inc_samples,
+                _merge(_by_block(baseline, not_reval, inc_device)),
+                base_samples,
+            )
+            note = f" (its times on device {inc_device} rescaled to device {device} by their baselines)"
         common = {c: w for c, w in scored.items() if inc_samples.get(c)}
         if common:
             vs = compare(
                 {c: inc_samples[c] for c in common}, {c: all_samples[c] for c in common}, common
             )
             if vs.speedup <= 1.0 or vs.ci_low <= 1.0:
-                problems.append(f"does not beat the incumbent {incumbent}: {_fmt(vs)} against it")
+                problems.append(
+                    f"does not beat the incumbent {incumbent}: {_fmt(vs)} against it{note}"
+                )
     problems += kernel.ncu_veto(state, candidate_id, scored)
     outcome = Outcome.REJECTED if problems else Outcome.PROMOTED
     if problems:
@@ -284,6 +306,28 @@ def decide(
         compared_to=incumbent,
         cases=worst.cases,
     )
+
+
+def _device(state: RunState, cand: CandidateState) -> str | None:
+    """The device a candidate was measured on: its evaluation's, else the run's own device
+    (None in a run without --devices)."""
+    return cand.device if cand.device is not None else state.primary_device
+
+
+def _rescaled(
+    samples: Mapping[str, list[float]],
+    base_there: Mapping[str, list[float]],
+    base_here: Mapping[str, list[float]],
+) -> dict[str, list[float]]:
+    """Samples measured on one device expressed on another: each case scaled by the ratio of the
+    baseline's medians on the two devices (cases without both baselines are dropped)."""
+    out = {}
+    for case, values in samples.items():
+        there, here = base_there.get(case), base_here.get(case)
+        if there and here:
+            factor = stats.median(here) / stats.median(there)
+            out[case] = [v * factor for v in values]
+    return out
 
 
 def _merge(blocks: Mapping[int, Mapping[str, list[float]]]) -> dict[str, list[float]]:

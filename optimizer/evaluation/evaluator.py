@@ -20,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import os
@@ -31,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -319,6 +320,21 @@ class Evaluator:
         self.peak_bandwidth_bytes_per_s = peak_bandwidth_bytes_per_s
         self.peak_flops_per_s = peak_flops_per_s
         self._seed = seed_source or (lambda: secrets.randbits(62))
+        self.pin: dict[str, str] = {}  # set on the children of one device (`pinned`)
+        self._live: set[_Session] = set()  # children running now, shared with pinned copies
+
+    def pinned(self, env: Mapping[str, str]) -> Evaluator:
+        """This evaluator for one device of a parallel run: its children get `env` on top of
+        everything else (e.g. CUDA_VISIBLE_DEVICES=3). Copies share `stop`."""
+        other = copy.copy(self)
+        other.pin = dict(env)
+        return other
+
+    def stop(self) -> None:
+        """Kill every harness child this evaluator and its pinned copies have running (their
+        evaluations end as crashes); for a parallel loop that is interrupted."""
+        for session in list(self._live):
+            session.kill()
 
     # ---- the child -------------------------------------------------------------------------
     def _child_env(self) -> dict[str, str]:
@@ -326,13 +342,18 @@ class Evaluator:
         the repository root (where the child's `optimizer` package lives) on PYTHONPATH."""
         env = without_secrets(os.environ)
         env.update(self.bundle.environment)
+        env.update(self.pin)
         repo = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
     def _start(self, timeout_s: float) -> _Session:
-        return _Session(self.bundle, self.python, time.monotonic() + timeout_s, self._child_env())
+        session = _Session(
+            self.bundle, self.python, time.monotonic() + timeout_s, self._child_env()
+        )
+        self._live.add(session)
+        return session
 
     def _load(self, session: _Session) -> dict[str, Any]:
         reply = session.call(
@@ -360,6 +381,7 @@ class Evaluator:
             ) from None
         finally:
             session.close()
+            self._live.discard(session)
 
     # ---- evaluate --------------------------------------------------------------------------
     def evaluate(
@@ -514,6 +536,7 @@ class Evaluator:
             reason, infra = f"{g.kind.value} during {p.stage}", True
         finally:
             session.close()
+            self._live.discard(session)
         changed = file_guard.changed_paths(
             before, file_guard.hash_paths(self.bundle.protected_paths)
         )

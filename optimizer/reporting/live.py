@@ -17,6 +17,8 @@ from tlxstore.events import (
     CheckOutcome,
     CommitAttempted,
     DecisionMade,
+    DeviceEvaluated,
+    DevicesAssigned,
     DuplicateDetected,
     Envelope,
     Event,
@@ -168,6 +170,12 @@ def _candidate_line(e: Event, state: RunState) -> str | None:
                 f"{' | evidence: ' + one_line(e.evidence) if e.evidence else ''} | change: {one_line(e.change) or 'n/a'}"
                 f" | expected: {one_line(e.expected_effect) or 'n/a'} | risk: {one_line(e.risk) or 'n/a'}"
             )
+        case DevicesAssigned():
+            sim = " (simulated, for testing)" if e.simulated else ""
+            return f"devices {', '.join(e.devices)}{sim}: one harness child per device"
+        case DeviceEvaluated():
+            took = (e.finished_at - e.started_at).total_seconds()
+            return f"{e.candidate_id} evaluated on device {e.device} in {took:.1f} s"
         case DuplicateDetected():
             return f"{e.candidate_id} duplicate ({e.match} hash) of {e.duplicate_of_run}/{e.duplicate_of_candidate}"
         case BuildFinished():

@@ -36,12 +36,15 @@ def case_results(c: CandidateState, phase: Phase | None = None) -> list[CaseResu
     ]
 
 
-def measured_in(state: RunState) -> list[MeasuredCandidate]:
-    """Every decided candidate of one run, as the context lists them."""
+def measured_in(state: RunState, *, pending: bool = False) -> list[MeasuredCandidate]:
+    """Every decided candidate of one run, as the context lists them; with `pending`, the
+    undecided ones too (outcome None): in the run being filled a parallel run proposes a whole
+    round before measuring it, and a provider must not propose one of them again."""
     assert state.run_id is not None
     out = []
     for c in state.candidates.values():
-        if c.candidate_id == BASELINE_ID or c.decision is None:
+        d = c.decision
+        if c.candidate_id == BASELINE_ID or (d is None and not pending):
             continue
         out.append(
             MeasuredCandidate(
@@ -49,9 +52,9 @@ def measured_in(state: RunState) -> list[MeasuredCandidate]:
                 candidate_id=c.candidate_id,
                 source_hash=c.proposal.source_hash,
                 knobs=c.proposal.knobs,
-                outcome=c.decision.outcome.value,
-                speedup=c.decision.speedup,
-                reason=c.decision.reason,
+                outcome=d.outcome.value if d else None,
+                speedup=d.speedup if d else None,
+                reason=d.reason if d else "proposed in this round, not measured yet",
                 hypothesis=c.proposal.hypothesis,
             )
         )
@@ -130,7 +133,7 @@ def build_context(
     prior_measured = [m for p in prior_runs for m in measured_in(p)]
     prior_exclusions = [e for p in prior_runs for e in exclusions_in(p)]
     measured = _merge_measured(
-        measured_in(state),
+        measured_in(state, pending=True),
         shared.measured,
         prior_measured,
     )

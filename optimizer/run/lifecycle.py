@@ -46,6 +46,8 @@ from optimizer.evaluation.ncu_child import NcuProfiler
 from optimizer.providers import ProviderOptions, ProviderRegistry, default_provider, registry
 from optimizer.providers.base import Provider
 from optimizer.reporting.result import RunResult
+from optimizer.run import devices as run_devices
+from optimizer.run.devices import DevicePool
 from optimizer.run.folder import OutputFolder, write_atomic
 from optimizer.run.lease import run_lease
 from optimizer.run.loop import Ceilings, Observer, RunLoop, Setup
@@ -60,6 +62,7 @@ from tlxstore.events import (
     CandidateProposed,
     CommitAttempted,
     DeviceInfo,
+    DevicesAssigned,
     Envelope,
     Event,
     RunStarted,
@@ -108,6 +111,7 @@ class RunRequest(BaseModel):
     argv: list[str] = []
     label: str | None = None
     strict_validation: bool = False  # warnings of the bundle's validation become failures
+    devices: str | None = None  # --devices: "all" or "0,1,3"; None: one candidate at a time
 
     @property
     def provider_name(self) -> str:
@@ -130,6 +134,7 @@ RESUME_FIXED_SETTINGS = (
     "model",
     "api_base",
     "prior_run",
+    "devices",
     *FLAG_DEFAULTS,
 )
 
@@ -188,6 +193,20 @@ class Prepared:
     device: DeviceInfo
     evaluator: Evaluator
     ceilings: Ceilings
+    devices: DevicePool | None = None
+
+    def use_devices(self, spec: str | DevicesAssigned | None) -> None:
+        """Evaluate on the devices `--devices spec` names (or a run recorded): the evaluator
+        becomes the one pinned to the run's own device."""
+        if spec is None:
+            return
+        target_env = self.frozen.bundle.target.environment
+        if isinstance(spec, str):
+            python = settings().child_python or sys.executable
+            backend = self.frozen.bundle.target.backend
+            spec = run_devices.assign(spec, backend, python, os.environ, target_env)
+        self.devices = DevicePool.pinned(spec, self.evaluator, {**os.environ, **target_env})
+        self.evaluator = self.devices.own
 
 
 def prepare(
@@ -363,6 +382,7 @@ def _setup(
         commit=_committer(request, prep, snapshot),
         observer=observer,
         ncu=NcuProfiler(prep.evaluator),
+        devices=prep.devices,
     )
 
 
@@ -378,6 +398,7 @@ def optimize(
     store.check_writable()
     with Workspace() as ws:
         prep = prepare(request.kernel, request.bundle, request.flags, request.arch, ws)
+        prep.use_devices(request.devices)
         snapshot = _vcs_snapshot(request, ws.scratch_dir)
         queries.persist_views(store)  # a store the run creates holds the views too
         priors = [run_id for ref in request.prior_runs for run_id in resolve_prior(store, ref)]
@@ -389,6 +410,7 @@ def optimize(
         run = RunLoop(setup, log, [])
         run.append(
             _started(request, prep, run_id, out, priors, prov),
+            *([prep.devices.assigned] if prep.devices else []),
             *_baseline_events(prep.kernel_source),
         )
         _validate_run(run, prep, out, request.strict_validation)
@@ -513,6 +535,7 @@ def _resume_held(
             raise NotResumableError(
                 f"run {run_id} measured on {started.device.kind}, this machine has {prep.device.kind}"
             )
+        prep.use_devices(state.devices)  # the devices it recorded, not asked again
         baseline = state.sources[state.candidates[BASELINE_ID].proposal.source_hash].text
         prep.kernel_source = baseline
         log.redactor = _redactor(prep)

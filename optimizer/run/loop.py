@@ -18,10 +18,14 @@ Invariants:
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Literal
 
@@ -35,6 +39,7 @@ from optimizer.providers.base import Proposal, Provider, ProviderError, SearchEx
 from optimizer.reporting.markdown import markdown_report
 from optimizer.reporting.result import RunResult, result_from_state, winner
 from optimizer.run.context import SharedEvidence, build_context, fetch_shared
+from optimizer.run.devices import DevicePool
 from optimizer.run.folder import OutputFolder
 from optimizer.run.storelink import StoreLink
 from queries import lookups
@@ -43,6 +48,7 @@ from tlxstore.events import (
     CandidateProposed,
     CommitAttempted,
     DecisionMade,
+    DeviceEvaluated,
     DeviceInfo,
     DuplicateDetected,
     Envelope,
@@ -75,6 +81,9 @@ Observer = Callable[[Envelope, RunState], None]
 class Step(Enum):
     PROPOSE = "propose"
     EVALUATE = "evaluate"
+    MEASURE_BASELINES = "measure_baselines"  # parallel: the baseline on every other device
+    EVALUATE_ROUND = "evaluate_round"  # parallel: the round's candidates, one child per device
+    DECIDE = "decide"  # parallel: the next candidate in proposal order whose evidence is in
     RETRY = "retry"  # an evaluation cut off by a crash of tlxdb: record it, evaluate again
     END_SEARCH = "end_search"  # record why no more candidates are proposed
     REVALIDATE = "revalidate"
@@ -135,10 +144,52 @@ def stop_reason(state: RunState, t: Thresholds, budget: Budget) -> StoppingReaso
     return None
 
 
+def devices_without_baseline(state: RunState) -> list[str]:
+    """The devices of a parallel run, besides its own, whose baseline was not measured yet."""
+    assert state.devices is not None
+    done = {e.device for e in state.candidates[BASELINE_ID].evaluations}
+    return [d for d in state.devices.devices[1:] if d not in done]
+
+
+def usable_devices(state: RunState) -> list[str]:
+    """The run's own device and every other whose baseline has samples of each case the run's
+    baseline has (a device whose baseline failed is not used: nothing to compare with there)."""
+    assert state.devices is not None
+    base = state.candidates[BASELINE_ID]
+    own = state.devices.devices[0]
+    needed = {s.case_id for s in base.samples_on(own)}
+    return [own] + [
+        d for d in state.devices.devices[1:] if needed <= {s.case_id for s in base.samples_on(d)}
+    ]
+
+
+def _plan_round(state: RunState, t: Thresholds, budget: Budget) -> Next | None:
+    """A parallel run's search: fill the round with proposals, evaluate them all at once, decide
+    them in proposal order. None once the search is over."""
+    undecided = [c for c in state.undecided() if c.candidate_id != BASELINE_ID]
+    if undecided and undecided[0].evaluations:
+        return Next(Step.DECIDE, undecided[0].candidate_id)
+    waiting = [c for c in undecided if not c.evaluations]
+    reason = stop_reason(state, t, budget)
+    if reason is None and devices_without_baseline(state):
+        return Next(Step.MEASURE_BASELINES)
+    if reason is None:
+        r, i = next_slot(state, t.candidates_per_round)
+        if not waiting or r == waiting[0].proposal.round:
+            return Next(Step.PROPOSE, round=r, index=i)
+    if waiting:
+        return Next(Step.EVALUATE_ROUND, round=waiting[0].proposal.round)
+    return None
+
+
 def plan(state: RunState, t: Thresholds, budget: Budget) -> Next:
     """The next step of a run, from its events alone (plus the budget)."""
     if state.finished is not None and state.finished.stopping_reason != StoppingReason.INTERRUPTED:
         return Next(Step.DONE)
+    if state.devices is not None:
+        searching = _plan_round(state, t, budget)
+        if searching is not None:
+            return searching
     for c in state.undecided():
         if c.candidate_id == BASELINE_ID:
             continue
@@ -192,6 +243,18 @@ class Match:
     speedup: float | None
     ci_low: float | None
     ci_high: float | None
+    pending: bool = False  # proposed earlier in this round, not measured yet (parallel runs)
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """One evaluation of a parallel run, as a worker thread hands it back."""
+
+    candidate_id: str
+    device: str
+    started_at: datetime
+    finished_at: datetime
+    events: list[Event]
 
 
 @dataclass(frozen=True)
@@ -217,6 +280,7 @@ class Setup:
     commit: Callable[[RunState, str], CommitAttempted] | None = None
     observer: Observer | None = None
     ncu: NcuProfiler | None = None  # kernel-level profiles on CUDA targets
+    devices: DevicePool | None = None  # a parallel run's evaluators, one per device
 
 
 class RunLoop:
@@ -277,6 +341,9 @@ class RunLoop:
         actions = {
             Step.PROPOSE: self._propose,
             Step.EVALUATE: self._evaluate,
+            Step.MEASURE_BASELINES: self._measure_baselines,
+            Step.EVALUATE_ROUND: self._evaluate_round,
+            Step.DECIDE: self._decide,
             Step.RETRY: self._retry,
             Step.END_SEARCH: self._end_search,
             Step.REVALIDATE: self._revalidate,
@@ -415,6 +482,7 @@ class RunLoop:
         if m is None:
             return []
         shown = f", speedup {m.speedup:.3f}" if m.speedup else ""
+        already = "proposed earlier in this round" if m.pending else m.outcome or "measured"
         return [
             DuplicateDetected(
                 candidate_id=cid,
@@ -426,7 +494,7 @@ class RunLoop:
                 candidate_id=cid,
                 outcome=Outcome.DUPLICATE,
                 reason=f"same source ({m.match} hash) as {m.run_id}/{m.candidate_id}, "
-                f"already {m.outcome or 'measured'}{shown}; not measured again",
+                f"already {already}{shown}; not measured again",
                 speedup=m.speedup,
                 ci_low=m.ci_low,
                 ci_high=m.ci_high,
@@ -435,14 +503,14 @@ class RunLoop:
         ]
 
     def _find_in_run(self, raw: str, norm: str) -> Match | None:
-        """A measured candidate of this run (the baseline included) with this source."""
+        """A measured candidate of this run (the baseline included) with this source, or one
+        proposed earlier in the round a parallel run is filling."""
         assert self.state.run_id is not None
         for c in self.state.candidates.values():
             p, d = c.proposal, c.decision
             if interrupted(c) or infrastructure_failed(c) or c.duplicate is not None:
                 continue
-            if c.candidate_id != BASELINE_ID and d is None:
-                continue
+            pending = c.candidate_id != BASELINE_ID and d is None  # in a parallel round
             kind: Literal["raw", "normalized"] | None = None
             if p.source_hash == raw:
                 kind = "raw"
@@ -457,6 +525,7 @@ class RunLoop:
                     d.speedup if d else None,
                     d.ci_low if d else None,
                     d.ci_high if d else None,
+                    pending,
                 )
         return None
 
@@ -469,30 +538,39 @@ class RunLoop:
             return None
         return Match(m.run_id, m.candidate_id, m.match, m.outcome, m.speedup, None, None)
 
+    def _request(self, cid: str) -> EvalRequest:
+        c = self.state.candidates[cid]
+        parent = self.state.candidates[c.proposal.parent_id or BASELINE_ID]
+        parent_medians = {k: stats.median(v) for k, v in parent.samples_by_case().items() if v}
+        return EvalRequest(
+            candidate_id=cid,
+            source=self._source(cid),
+            phase=Phase.ROUND,
+            repetitions=self.s.thresholds.benchmark_repetitions,
+            timeout_s=self.s.thresholds.max_candidate_seconds,
+            parent_medians_us=parent_medians,
+            artifacts_dir=self.s.output.artifacts_dir(cid),
+        )
+
     def _evaluate(self, nxt: Next) -> None:
         cid = nxt.candidate_id
         assert cid is not None
         self.s.frozen.check()
-        c = self.state.candidates[cid]
-        parent = self.state.candidates[c.proposal.parent_id or BASELINE_ID]
-        parent_medians = {k: stats.median(v) for k, v in parent.samples_by_case().items() if v}
         ncu = self.s.ncu
         if ncu is not None:
             ncu.begin(self._source(cid))  # the prestarted ncu child builds it meanwhile
         self.s.evaluator.evaluate(
-            EvalRequest(
-                candidate_id=cid,
-                source=self._source(cid),
-                phase=Phase.ROUND,
-                repetitions=self.s.thresholds.benchmark_repetitions,
-                timeout_s=self.s.thresholds.max_candidate_seconds,
-                parent_medians_us=parent_medians,
-                artifacts_dir=self.s.output.artifacts_dir(cid),
-            ),
+            self._request(cid),
             lambda ev: self.append(ev),
             before_benchmark=None if ncu is None else ncu.settle,
         )
-        self._profile_kernels(cid)
+        self._decide(nxt)
+
+    def _decide(self, nxt: Next) -> None:
+        cid = nxt.candidate_id
+        assert cid is not None
+        self._profile_kernels(cid)  # ncu and the roofline, before the decision
+        c = self.state.candidates[cid]
         decision = policy.decide(self.state, cid, self.s.thresholds, *self._weights())
         events: list[Event] = [decision]
         if decision.outcome in (Outcome.REJECTED, Outcome.FAILED) and not infrastructure_failed(c):
@@ -534,6 +612,86 @@ class RunLoop:
         started = self.state.started
         assert started is not None
         self.append(*kernel.assess(self.state, cid, started.device.kind))
+
+    # -- parallel runs: one harness child per device, one writer (this thread) --
+    def _measure_baselines(self, nxt: Next) -> None:
+        """The baseline on every other device, before that device measures a candidate."""
+        self.s.frozen.check()
+        request = self._request(BASELINE_ID).model_copy(update={"profile": False})
+        devices = devices_without_baseline(self.state)
+        self._in_parallel([(request, d) for d in devices], devices)
+
+    def _evaluate_round(self, nxt: Next) -> None:
+        """Every proposed candidate of the round not yet evaluated, each on the next free device
+        (a round larger than the device count queues); decisions follow in proposal order."""
+        self.s.frozen.check()
+        waiting = [
+            c.candidate_id
+            for c in self.state.undecided()
+            if c.candidate_id != BASELINE_ID and not c.evaluations
+        ]
+        jobs: list[tuple[EvalRequest, str | None]] = [(self._request(c), None) for c in waiting]
+        self._in_parallel(jobs, usable_devices(self.state))
+
+    def _in_parallel(self, jobs: list[tuple[EvalRequest, str | None]], devices: list[str]) -> None:
+        """Run the jobs (a request, and the device it must run on or None for any free one) on
+        `devices` at once. Each evaluation's evidence is appended, here, as one batch opened by
+        DeviceEvaluated when it ends; what can be decided is decided right after."""
+        assert self.s.devices is not None
+        free: queue.SimpleQueue[str] = queue.SimpleQueue()
+        for d in devices:
+            free.put(d)
+        stopping = threading.Event()
+        with ThreadPoolExecutor(len(devices), thread_name_prefix="tlxdb-device") as pool:
+            futures = [pool.submit(self._measure, req, dev, free, stopping) for req, dev in jobs]
+            try:
+                for done in as_completed(futures):
+                    m = done.result()
+                    self.append(
+                        DeviceEvaluated(
+                            candidate_id=m.candidate_id,
+                            device=m.device,
+                            simulated=self.s.devices.assigned.simulated,
+                            pinned=self.s.devices.evaluator(m.device).pin,
+                            started_at=m.started_at,
+                            finished_at=m.finished_at,
+                            events=len(m.events),
+                        ),
+                        *m.events,
+                    )
+                    while (nxt := plan(self.state, self.s.thresholds, self.budget())).step is (
+                        Step.DECIDE
+                    ):
+                        self._decide(nxt)
+                    self.ingest()
+            except BaseException:
+                stopping.set()
+                for f in futures:
+                    f.cancel()
+                while not all(f.done() for f in futures):  # kill children as they start
+                    self.s.evaluator.stop()
+                    wait(futures, timeout=0.1)
+                raise
+
+    def _measure(
+        self,
+        req: EvalRequest,
+        device: str | None,
+        free: queue.SimpleQueue[str],
+        stopping: threading.Event,
+    ) -> _Measured:
+        """One evaluation in a worker thread: its evidence is collected, never appended here."""
+        assert self.s.devices is not None
+        dev = device if device is not None else free.get()
+        try:
+            events: list[Event] = []
+            started = datetime.now(UTC)
+            if not stopping.is_set():
+                self.s.devices.evaluator(dev).evaluate(req, events.append)
+            return _Measured(req.candidate_id, dev, started, datetime.now(UTC), events)
+        finally:
+            if device is None:
+                free.put(dev)
 
     def _retry(self, nxt: Next) -> None:
         cid = nxt.candidate_id

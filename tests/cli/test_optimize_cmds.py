@@ -643,3 +643,31 @@ def test_the_llm_provider_without_litellm_is_refused_before_the_baseline_is_meas
         "Error: --provider llm needs litellm, an optional extra: pip install 'tlxdb[llm]'"
     )
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("devices", "simulated", "message"),
+    [
+        ("0,9", "4", "--devices '0,9': no device 9 here (devices: 0, 1, 2, 3)"),
+        ("1,1", "4", "--devices '1,1' names a device twice"),
+        ("gpu", "4", "--devices 'gpu': give 'all' or device indexes such as 0,1,3"),
+        ("0,1", None, "--devices '0,1': no device 1 here (devices: 0)"),
+        (
+            "all",
+            "none",
+            "TLXDB_SIMULATED_DEVICES=none: Input should be a valid integer, unable to parse string as an integer",
+        ),
+    ],
+)
+def test_devices_that_do_not_exist_are_refused(tmp_path, monkeypatch, devices, simulated, message):
+    if simulated is not None:
+        monkeypatch.setenv("TLXDB_SIMULATED_DEVICES", simulated)
+    _fails(_args(tmp_path, extra=["--devices", devices]), message, tmp_path)
+
+
+def test_resume_keeps_the_runs_own_devices(tmp_path):
+    r = _invoke(["optimize", "--resume", "r2099", "--devices", "all"])
+    assert r.exit_code == 1
+    assert (
+        r.stderr.strip() == "Error: --resume continues with the run's own settings; drop --devices"
+    )

@@ -53,3 +53,9 @@ def kernel_copy(dest_dir: Path, text: str | None = None) -> Path:
     k = dest_dir / "vecadd_kernel.py"
     k.write_text(KERNEL.read_text() if text is None else text)
     return k
+
+
+def sleep_bundle(dest: Path) -> Path:
+    """A copy of tests/fixtures/sleep_bundle: real builds and verifications of the vecadd kernel,
+    a benchmark that sleeps a fixed time and returns samples fixed by BLOCK_SIZE."""
+    return Path(shutil.copytree(FIXTURES / "sleep_bundle", dest))

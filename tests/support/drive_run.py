@@ -1,11 +1,14 @@
 """Runs one optimization through the library API in its own process (for the SIGKILL and SIGINT
 tests).
 
-usage: python drive_run.py TMP_DIR [HOLD]
+usage: python drive_run.py TMP_DIR [HOLD] [--parallel]
 
 HOLD, e.g. `BuildFinished:c002`, makes the run stand still right after that event is in its log:
 the driver writes TMP_DIR/held and sleeps until a signal ends it. A test kills or interrupts it at
 exactly that point, however busy the machine is (no race against the run's own speed).
+
+--parallel: one round of the 8 candidates of ROUND8 on the sleep bundle with `--devices all`
+(simulated devices: TLXDB_SIMULATED_DEVICES in the environment).
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ _TESTS = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(_TESTS.parent), str(_TESTS)]
 
 from optimizer.run import lifecycle  # noqa: E402
+from support.bundles import sleep_bundle  # noqa: E402
 from support.runner import request  # noqa: E402
 from support.scripted_provider import ScriptedProvider, set_block  # noqa: E402
 
 SCRIPT = [set_block(128), set_block(256), set_block(512)]
 FLAGS = {"max_rounds": 3, "candidates_per_round": 1}
+ROUND8 = [set_block(n) for n in (128, 256, 512, 1024, 32, 2048, 16, 4096)]
+FLAGS8 = {"max_rounds": 1, "candidates_per_round": 8}
 HELD = "held"
 HOLD_MAX_S = 600  # a held driver that nobody signals ends itself
 
@@ -43,10 +49,18 @@ def hold_after(spec: str, tmp: Path):
     return observer
 
 
-def start_held(tmp: Path, spec: str, timeout_s: float = 300) -> subprocess.Popen:
+def start_held(
+    tmp: Path,
+    spec: str,
+    timeout_s: float = 300,
+    *,
+    parallel: bool = False,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen:
     """Start the driver in its own process and return once it stands still after `spec`."""
-    env = {**os.environ, "TMPDIR": str(tmp)}
-    proc = subprocess.Popen([sys.executable, __file__, str(tmp), spec], env=env)
+    env = {**os.environ, "TMPDIR": str(tmp), **(env or {})}
+    args = [sys.executable, __file__, str(tmp), spec] + (["--parallel"] if parallel else [])
+    proc = subprocess.Popen(args, env=env)
     deadline = time.monotonic() + timeout_s
     while not (tmp / HELD).exists():
         if proc.poll() is not None:
@@ -58,10 +72,18 @@ def start_held(tmp: Path, spec: str, timeout_s: float = 300) -> subprocess.Popen
     return proc
 
 
+def parallel_request(tmp: Path, devices: str | None = "all") -> lifecycle.RunRequest:
+    """One round of ROUND8 on the sleep bundle (devices None: the same run, one at a time)."""
+    return request(tmp, bundle=sleep_bundle(tmp / "bundle"), flags=FLAGS8, devices=devices)
+
+
 if __name__ == "__main__":
-    tmp = Path(sys.argv[1])
-    observer = hold_after(sys.argv[2], tmp) if len(sys.argv) > 2 else None
-    result = lifecycle.optimize(
-        request(tmp, flags=FLAGS), provider=ScriptedProvider(list(SCRIPT)), observer=observer
-    )
+    args = [a for a in sys.argv[1:] if a != "--parallel"]
+    tmp = Path(args[0])
+    observer = hold_after(args[1], tmp) if len(args) > 1 else None
+    if "--parallel" in sys.argv:
+        req, script = parallel_request(tmp), ROUND8
+    else:
+        req, script = request(tmp, flags=FLAGS), SCRIPT
+    result = lifecycle.optimize(req, provider=ScriptedProvider(list(script)), observer=observer)
     sys.exit(result.exit_code)

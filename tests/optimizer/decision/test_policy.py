@@ -19,6 +19,8 @@ from tlxstore.events import (
     CandidateProposed,
     CaseVerified,
     DecisionMade,
+    DeviceEvaluated,
+    DevicesAssigned,
     Envelope,
     Event,
     FailureKind,
@@ -313,3 +315,86 @@ def test_revalidation_needs_three_alternations():
     events += interleaved(FAST, BASE, 2)
     r = policy.decide_revalidation(build_state(events), "c001", "baseline", T, W)
     assert not r.survived and "at least 3" in r.reason
+
+
+# ---- parallel runs: a candidate is compared with the baseline measured on its own device ----
+
+W1 = {"n": 1.0}
+NOW = datetime.now(UTC)
+
+
+def _flat(us: float) -> dict[str, list[float]]:
+    return {"n": [us * (1.0 + 0.002 * (i % 5)) for i in range(10)]}
+
+
+def _on(device: str, events: list[Event]) -> list[Event]:
+    """Evidence as a parallel run appends it, after the proposal: opened by DeviceEvaluated,
+    which counts it."""
+    proposal = [e for e in events if isinstance(e, CandidateProposed)]
+    evidence = [e for e in events if not isinstance(e, CandidateProposed)]
+    head = DeviceEvaluated(
+        candidate_id=evidence[0].candidate_id,  # type: ignore[attr-defined]
+        device=device,
+        started_at=NOW,
+        finished_at=NOW,
+        events=len(evidence),
+    )
+    return [*proposal, head, *evidence]
+
+
+def _run(*parts: list[Event]) -> RunState:
+    devices = DevicesAssigned(devices=["0", "1"], pin_variable="CUDA_VISIBLE_DEVICES")
+    baseline_on_0 = measured("baseline", _flat(100.0), phase=Phase.VALIDATION)
+    return build_state([devices, *baseline_on_0, *[e for p in parts for e in p]])
+
+
+def test_a_candidate_is_compared_with_the_baseline_of_its_own_device():
+    # device 1 is twice as slow: 200 us for the baseline, 180 us for the candidate there
+    state = _run(
+        _on("1", measured("baseline", _flat(200.0), proposed=False)),
+        _on("1", measured("c001", _flat(180.0))),
+    )
+    assert state.candidates["c001"].device == "1"
+    d = policy.decide(state, "c001", T, W1)
+    assert d.outcome == Outcome.PROMOTED, d.reason
+    assert abs(d.speedup - 200.0 / 180.0) < 1e-9  # against device 0's baseline it would be 0.56
+
+
+def test_an_incumbent_of_another_device_is_rescaled_by_the_two_baselines():
+    # c001 on device 0: 80 us (1.25x); c002 on device 1: 150 us against a 200 us baseline (1.33x)
+    state = _run(
+        _on("1", measured("baseline", _flat(200.0), proposed=False)),
+        _on("0", measured("c001", _flat(80.0))),
+    )
+    state = _append(state, policy.decide(state, "c001", T, W1))
+    assert state.candidates["c001"].decision.outcome == Outcome.PROMOTED
+    state = _append(state, *_on("1", measured("c002", _flat(150.0))))
+    d = policy.decide(state, "c002", T, W1)
+    # c001's 80 us on device 0 is 160 us on device 1: c002's 150 us beats it
+    assert d.outcome == Outcome.PROMOTED and d.compared_to == "c001", d.reason
+    slower = _append(state, *_on("1", measured("c003", _flat(170.0))))
+    d3 = policy.decide(slower, "c003", T, W1)
+    assert d3.outcome == Outcome.REJECTED
+    assert "rescaled to device 1 by their baselines" in d3.reason
+
+
+def test_a_run_without_devices_compares_every_sample_as_before():
+    state = build_state(
+        measured("baseline", _flat(100.0), phase=Phase.VALIDATION) + measured("c001", _flat(80.0))
+    )
+    assert state.primary_device is None and state.candidates["c001"].device is None
+    assert abs(policy.decide(state, "c001", T, W1).speedup - 1.25) < 1e-9
+
+
+def _append(state: RunState, *events: Event) -> RunState:
+    for e in events:
+        state.apply(
+            Envelope(
+                event_id=f"x{state.last_seq + 1}",
+                run_id="r1",
+                seq=state.last_seq + 1,
+                recorded_at=NOW,
+                event=e,
+            )
+        )
+    return state

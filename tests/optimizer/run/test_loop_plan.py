@@ -2,11 +2,22 @@
 
 from datetime import UTC, datetime
 
-from optimizer.run.loop import Budget, Step, next_slot, plan, provider_failures_in_a_row, signature
+from optimizer.run.loop import (
+    Budget,
+    Step,
+    next_slot,
+    plan,
+    provider_failures_in_a_row,
+    signature,
+    usable_devices,
+)
 from tlxstore.events import (
+    BenchmarkSampled,
     BuildFinished,
     CandidateProposed,
     DecisionMade,
+    DeviceEvaluated,
+    DevicesAssigned,
     Envelope,
     FailureKind,
     FinalistRevalidated,
@@ -165,3 +176,69 @@ def test_the_exclusion_signature_is_the_knobs_else_the_change_else_the_hypothesi
     p = _proposed("c2").model_copy(update={"change": "unroll   the\nloop"})
     assert signature(p) == "unroll the loop"
     assert signature(_proposed("c3")) == "h"
+
+
+# ---- parallel runs (--devices) ----------------------------------------------------------------
+
+NOW = datetime.now(UTC)
+
+
+def _evaluated(cid, device, *evidence):
+    return [
+        DeviceEvaluated(
+            candidate_id=cid,
+            device=device,
+            started_at=NOW,
+            finished_at=NOW,
+            events=len(evidence),
+        ),
+        *evidence,
+    ]
+
+
+def _sampled(cid):
+    return BenchmarkSampled(candidate_id=cid, case_id="n", samples_us=[1.0])
+
+
+PAR = [
+    run_started(),
+    DevicesAssigned(devices=["0", "1"], pin_variable="CUDA_VISIBLE_DEVICES"),
+    _proposed("baseline", 0, parent=None),
+    BenchmarkSampled(candidate_id="baseline", case_id="n", samples_us=[1.0], phase="validation"),
+]
+
+
+def test_a_parallel_run_measures_the_other_devices_baselines_then_fills_a_round_then_evaluates_it():
+    state, _ = _fold(*PAR)
+    assert plan(state, T, Budget()).step is Step.MEASURE_BASELINES
+    with_base = [*PAR, *_evaluated("baseline", "1", _sampled("baseline"))]
+    state, _ = _fold(*with_base)
+    assert state.candidates["baseline"].sample_devices == ["0", "1"]
+    nxt = plan(state, T, Budget())
+    assert (nxt.step, nxt.round, nxt.index) == (Step.PROPOSE, 1, 1)
+    state, _ = _fold(*with_base, _proposed("c001"))
+    nxt = plan(state, T, Budget())
+    assert (nxt.step, nxt.round, nxt.index) == (Step.PROPOSE, 1, 2)  # not evaluated yet
+    state, _ = _fold(*with_base, _proposed("c001"), _proposed("c002"))
+    assert plan(state, T, Budget()).step is Step.EVALUATE_ROUND  # the round is full
+
+
+def test_a_parallel_round_is_decided_in_proposal_order_whatever_order_evaluations_end_in():
+    events = [*PAR, *_evaluated("baseline", "1", _sampled("baseline"))]
+    events += [_proposed("c001"), _proposed("c002"), *_evaluated("c002", "0", _sampled("c002"))]
+    state, _ = _fold(*events)
+    assert plan(state, T, Budget()).step is Step.EVALUATE_ROUND  # c001 first, c002 waits
+    state, _ = _fold(*events, *_evaluated("c001", "1", _sampled("c001")))
+    assert state.candidates["c001"].device == "1"
+    nxt = plan(state, T, Budget())
+    assert (nxt.step, nxt.candidate_id) == (Step.DECIDE, "c001")
+    state, _ = _fold(*events, *_evaluated("c001", "1", _sampled("c001")), _decided("c001"))
+    nxt = plan(state, T, Budget())
+    assert (nxt.step, nxt.candidate_id) == (Step.DECIDE, "c002")
+
+
+def test_a_device_whose_baseline_failed_is_not_used():
+    state, _ = _fold(*PAR, *_evaluated("baseline", "1"))
+    assert usable_devices(state) == ["0"]
+    state, _ = _fold(*PAR, *_evaluated("baseline", "1", _sampled("baseline")))
+    assert usable_devices(state) == ["0", "1"]
