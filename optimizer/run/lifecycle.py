@@ -13,6 +13,7 @@ Invariants:
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import platform
 import shutil
@@ -517,7 +518,8 @@ def _resume_held(
         raise NotResumableError(
             f"run {run_id} already finished ({fin.stopping_reason.value}); start a new run instead"
         )
-    request = RunRequest.model_validate_json((out / REQUEST_FILE).read_text())
+    # python mode: the store field's validator makes a Path, which JSON mode would refuse
+    request = RunRequest.model_validate(json.loads((out / REQUEST_FILE).read_text()))
     with Workspace() as ws:
         prep = prepare(
             request.kernel, request.bundle, request.flags, request.arch, ws, started.thresholds

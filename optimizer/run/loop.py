@@ -636,7 +636,7 @@ class RunLoop:
     def _in_parallel(self, jobs: list[tuple[EvalRequest, str | None]], devices: list[str]) -> None:
         """Run the jobs (a request, and the device it must run on or None for any free one) on
         `devices` at once. Each evaluation's evidence is appended, here, as one batch opened by
-        DeviceEvaluated when it ends; what can be decided is decided right after."""
+        DeviceEvaluated when it ends; the decisions follow when all have ended."""
         assert self.s.devices is not None
         free: queue.SimpleQueue[str] = queue.SimpleQueue()
         for d in devices:
@@ -659,10 +659,6 @@ class RunLoop:
                         ),
                         *m.events,
                     )
-                    while (nxt := plan(self.state, self.s.thresholds, self.budget())).step is (
-                        Step.DECIDE
-                    ):
-                        self._decide(nxt)
                     self.ingest()
             except BaseException:
                 stopping.set()
@@ -672,6 +668,10 @@ class RunLoop:
                     self.s.evaluator.stop()
                     wait(futures, timeout=0.1)
                 raise
+        # Decided once every device is idle: a decision may profile its candidate (ncu, on the
+        # run's own device), which must not overlap another candidate's benchmark there.
+        while (nxt := plan(self.state, self.s.thresholds, self.budget())).step is Step.DECIDE:
+            self._decide(nxt)
 
     def _measure(
         self,
