@@ -52,16 +52,19 @@ def tlxdb_command() -> list[str]:
     return [sys.executable, "-c", "import sys; from cli.main import main; sys.exit(main())"]
 
 
-def run_optimize(example: str, target: str, out: Path, store: Path, extra: list[str]) -> dict:
-    """One tlxdb optimize run; returns what it printed and how it ended."""
-    run_dir = out / example
+def run_optimize(
+    label: str, kernel: Path, bundle: Path, out: Path, store: Path, extra: list[str]
+) -> dict:
+    """One tlxdb optimize run of `kernel` on `bundle` into OUT/label; returns what it printed
+    and how it ended."""
+    run_dir = out / label
     argv = [
         *tlxdb_command(),
         "optimize",
         "--kernel",
-        str(REPO / "examples" / example / "kernel.py"),
+        str(kernel),
         "--bundle",
-        str(REPO / "examples" / example / target),
+        str(bundle),
         "--store",
         str(store),
         "--output-dir",
@@ -82,8 +85,8 @@ def run_optimize(example: str, target: str, out: Path, store: Path, extra: list[
     started = time.perf_counter()
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - started
-    (out / f"{example}_log.txt").write_text(done.stderr)
-    (out / f"{example}_result.json").write_text(done.stdout)
+    (out / f"{label}_log.txt").write_text(done.stderr)
+    (out / f"{label}_result.json").write_text(done.stdout)
     try:
         result = json.loads(done.stdout)
     except json.JSONDecodeError:
@@ -97,7 +100,7 @@ def run_optimize(example: str, target: str, out: Path, store: Path, extra: list[
 
 
 def alternated_times(
-    example: str, target: str, cases: list[dict], sources: dict[str, str], rounds: int
+    example: str, bundle: Path, cases: list[dict], sources: dict[str, str], rounds: int
 ) -> dict[str, dict[str, float]]:
     """Median microseconds per case of the reference (hopper_sweep.ceiling_call) and of each
     source, measured in this process in alternation (reference, then each source, `rounds`
@@ -106,7 +109,6 @@ def alternated_times(
     not a fair denominator. GPU only."""
     import statistics
 
-    bundle = REPO / "examples" / example / target
     harness = load_harness(bundle / "harness.py")
     target_json = json.loads((bundle / "target.json").read_text())
     built = {}
@@ -253,14 +255,15 @@ def main(argv: list[str] | None = None) -> int:
     summaries = []
     for example in [e.strip() for e in args.examples.split(",") if e.strip()]:
         cases = json.loads((REPO / "examples" / example / args.target / "cases.json").read_text())
-        run = run_optimize(example, args.target, args.out, store, extra)
+        kernel = REPO / "examples" / example / "kernel.py"
+        bundle = REPO / "examples" / example / args.target
+        run = run_optimize(example, kernel, bundle, args.out, store, extra)
         alternated = None
         best = (run["result"] or {}).get("winner_id")
         if on_gpu and best:
-            kernel = REPO / "examples" / example / "kernel.py"
             final = args.out / example / "experiments" / best / "kernel.py"
             sources = {"start": kernel.read_text(), "final": final.read_text()}
-            alternated = alternated_times(example, args.target, cases, sources, args.rounds)
+            alternated = alternated_times(example, bundle, cases, sources, args.rounds)
         summary = summarize(example, cases, run, references(example, cases, on_gpu), alternated)
         summaries.append(summary)
         print(

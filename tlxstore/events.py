@@ -56,6 +56,8 @@ class StoppingReason(StrEnum):
     MAX_ROUNDS = "max_rounds"
     MAX_TOTAL_SECONDS = "max_total_seconds"
     SEARCH_EXHAUSTED = "search_exhausted"  # the provider has nothing promising left
+    KNOBS_UNREADABLE = "knobs_unreadable"  # nothing left to try that the provider can see, and
+    # some knobs it could not read (KnobsUnreadable says which): not a finished search
     PROVIDER_FAILED = "provider_failed"
     BUNDLE_CHANGED = "bundle_changed"
     VALIDATION_FAILED = "validation_failed"
@@ -386,6 +388,35 @@ class RooflineAssessed(Event):
     disagreement: str = ""  # empty when the clocks agree within DISAGREEMENT
 
 
+class KernelLaunch(Frozen):
+    """Launches of one kernel with one set of values and one grid, observed at run time."""
+
+    kernel: str
+    constexprs: dict[str, int] = {}
+    num_warps: int
+    num_stages: int
+    grid: list[int] = []
+    count: int = 1
+    total_us: float = 0.0  # wall time of these launches (the GPU synchronized around each)
+
+
+class LaunchesObserved(Event):
+    """What the kernels of a candidate were launched with, while one case was verified."""
+
+    type: Literal["LaunchesObserved"] = "LaunchesObserved"
+    candidate_id: str
+    case_id: str
+    launches: list[KernelLaunch]
+
+
+class KnobsUnreadable(Event):
+    """Knobs a provider saw but cannot rewrite, each with the reason (one line each)."""
+
+    type: Literal["KnobsUnreadable"] = "KnobsUnreadable"
+    candidate_id: str  # the source they were read from
+    reasons: list[str]
+
+
 class IntegrityFlagged(Event):
     """A guard or tripwire fired on a candidate."""
 
@@ -522,7 +553,9 @@ AnyEvent = Annotated[
     | SearchEnded
     | RunFinished
     | DevicesAssigned
-    | DeviceEvaluated,
+    | DeviceEvaluated
+    | LaunchesObserved
+    | KnobsUnreadable,
     Field(discriminator="type"),
 ]
 

@@ -26,6 +26,7 @@ from tlxstore.events import (
     FinalistRevalidated,
     InfrastructureFailed,
     IntegrityFlagged,
+    LaunchesObserved,
     ModelExchanged,
     Outcome,
     ProfileCollected,
@@ -46,6 +47,7 @@ class CandidateState:
     samples: list[BenchmarkSampled] = field(default_factory=list)
     profiles: list[ProfileCollected] = field(default_factory=list)
     rooflines: list[RooflineAssessed] = field(default_factory=list)
+    launches: list[LaunchesObserved] = field(default_factory=list)
     flags: list[IntegrityFlagged] = field(default_factory=list)
     failures: list[InfrastructureFailed] = field(default_factory=list)
     decision: DecisionMade | None = None
@@ -159,6 +161,8 @@ class RunState:
                 self.candidates[e.candidate_id].profiles.append(e)
             case RooflineAssessed():
                 self.candidates[e.candidate_id].rooflines.append(e)
+            case LaunchesObserved():
+                self.candidates[e.candidate_id].launches.append(e)
             case IntegrityFlagged():
                 self.candidates[e.candidate_id].flags.append(e)
             case InfrastructureFailed():

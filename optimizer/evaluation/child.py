@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from optimizer.evaluation.guards.snapshot import Snapshot, bundle_modules
+from optimizer.evaluation.launches import observing
+from tlxstore.events import KernelLaunch
 
 HARNESS_MODULE = "harness"
 INLINE_LIMIT_BYTES = 1_000_000  # a profile result larger than this travels as a file
@@ -287,9 +289,23 @@ class Child:
             torch.manual_seed(seed)
 
     def verify(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The harness's verdict; with `observe`, also every kernel launch it made
+        (optimizer.evaluation.launches)."""
+        launches: list[KernelLaunch] = []
+        reply = self._verify(msg, launches)
+        if launches:
+            reply["launches"] = [launch.model_dump(mode="json") for launch in launches]
+        return reply
+
+    def _verify(self, msg: dict[str, Any], launches: list[KernelLaunch]) -> dict[str, Any]:
         self.seed_everything(int(msg["seed"]))
         try:
-            result = self.harness.verify(self.artifacts[msg["key"]], msg["case"])
+            if msg.get("observe"):
+                with observing() as seen:
+                    result = self.harness.verify(self.artifacts[msg["key"]], msg["case"])
+                launches.extend(seen)
+            else:
+                result = self.harness.verify(self.artifacts[msg["key"]], msg["case"])
             if isinstance(result, dict):
                 if "passed" not in result:
                     raise _Failure("verify returned a dict without 'passed'")

@@ -53,6 +53,8 @@ from tlxstore.events import (
     FailureKind,
     InfrastructureFailed,
     IntegrityFlagged,
+    KernelLaunch,
+    LaunchesObserved,
     Phase,
     ProfileCollected,
     ProfileMetric,
@@ -630,11 +632,18 @@ class _Run:
             ok = True
             for attempt in range(first_attempt, first_attempt + repeats):
                 seed = self.ev._seed()
-                reply = self._call(
-                    {"op": "verify", "key": key, "case": _case_dict(case), "seed": seed}
-                )
+                msg = {"op": "verify", "key": key, "case": _case_dict(case), "seed": seed}
+                reply = self._call({**msg, "observe": attempt == 1})
                 if not reply.get("ok"):
                     raise HarnessInvalidError(str(reply.get("error")))
+                if reply.get("launches"):
+                    self.emit(
+                        LaunchesObserved(
+                            candidate_id=self.cid,
+                            case_id=case.case_id,
+                            launches=[KernelLaunch(**x) for x in reply["launches"]],
+                        )
+                    )
                 passed = bool(reply["passed"])
                 self.emit(
                     CaseVerified(

@@ -17,7 +17,15 @@ from optimizer.bundle.spec import CaseSpec, TargetSpec
 # rows of the store lookups (queries/models.py), used in the context as they come
 from queries.models import Exclusion, MeasuredCandidate
 from tlxstore.errors import TlxdbError
-from tlxstore.events import DeviceInfo, Event, Hypothesis, ProfileMetric, ProposalRecord
+from tlxstore.events import (
+    DeviceInfo,
+    Event,
+    Hypothesis,
+    KernelLaunch,
+    ProfileMetric,
+    ProposalRecord,
+    StoppingReason,
+)
 
 
 class ProviderError(TlxdbError):
@@ -79,6 +87,9 @@ class ProviderContext(_Model):
     prior_best: list[MeasuredCandidate] = []  # best candidates of prior runs, best first
     peak_bandwidth_bytes_per_s: float | None = None
     peak_flops_per_s: float | None = None
+    # The original kernel's launches observed at run time (the baseline's verification). Rewrites
+    # replace launch arguments only, so what the original computed, every descendant computes.
+    launches: list[KernelLaunch] = []
 
 
 class Proposal(ProposalRecord, Hypothesis):
@@ -90,9 +101,11 @@ class Proposal(ProposalRecord, Hypothesis):
 
 
 class SearchExhausted(_Model):
-    """The provider has nothing promising left; the run stops early with this reason."""
+    """The provider has nothing promising left; the run stops early with this reason. When some
+    knobs were invisible to it, the stop says so (StoppingReason.KNOBS_UNREADABLE)."""
 
     reason: str
+    stopping_reason: StoppingReason = StoppingReason.SEARCH_EXHAUSTED
 
 
 Recorder = Callable[[Event], None]

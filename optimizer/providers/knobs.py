@@ -29,6 +29,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from optimizer.providers.knob_sites import (
+    Scope,
+    caller_literals,
+    dict_items,
+    helper_returns,
+    scan,
+    table,
+)
 from tlxstore.errors import TlxdbError
 
 # Triton's launch defaults (triton.Config and the JIT launcher use the same ones on CUDA).
@@ -52,8 +60,13 @@ class KnobRole(StrEnum):
 
 class KnobOrigin(StrEnum):
     LAUNCH = "launch"  # a literal at a launch site
-    CONSTANT = "constant"  # a module-level or local constant feeding a launch or a config
+    CONSTANT = "constant"  # a constant feeding a launch or a config: an assignment (plain or
+    # tuple), a default argument, a helper's literal return, a dict splatted with **, a caller's
+    # literal argument of the function that launches
     AUTOTUNE = "autotune"  # a value of the single triton.Config of an autotune list
+    HEURISTIC = "heuristic"  # a literal returned by a @triton.heuristics lambda
+    COMPUTED = "computed"  # computed at run time, its value observed at the launch: rewritten
+    # as a table keyed by the computed value (`{8: 16}.get(nw, nw)`), so other shapes keep theirs
 
 
 class Site(BaseModel):
@@ -65,6 +78,7 @@ class Site(BaseModel):
     start: int
     end: int
     prefix: str = ""
+    suffix: str = ""
 
 
 class Knob(BaseModel):
@@ -109,6 +123,7 @@ class KnobSpace(BaseModel):
     knobs: list[Knob] = []
     kernels: dict[str, KernelInfo] = {}
     autotune_choices: list[AutotuneChoice] = []
+    unreadable: list[str] = []  # one line per knob that cannot be rewritten, with the reason
 
     def values(self) -> dict[str, int]:
         return {k.name: k.value for k in self.knobs}
@@ -192,30 +207,6 @@ class _Offsets:
         return self.line_starts[node.end_lineno - 1] + node.end_col_offset  # type: ignore[attr-defined]
 
 
-def _single_int_assignments(body: list[ast.stmt]) -> dict[str, ast.Constant]:
-    """Names assigned exactly once in `body` (not nested), to an int literal."""
-    counts: dict[str, int] = {}
-    literal: dict[str, ast.Constant] = {}
-    for stmt in body:
-        targets: list[ast.expr] = []
-        value: ast.expr | None = None
-        if isinstance(stmt, ast.Assign):
-            targets, value = stmt.targets, stmt.value
-        elif isinstance(stmt, ast.AnnAssign | ast.AugAssign):
-            targets, value = [stmt.target], getattr(stmt, "value", None)
-        for t in targets:
-            for n in ast.walk(t):
-                if isinstance(n, ast.Name):
-                    counts[n.id] = counts.get(n.id, 0) + 1
-                    if (
-                        isinstance(stmt, ast.Assign | ast.AnnAssign)
-                        and isinstance(t, ast.Name)
-                        and _int_literal(value) is not None
-                    ):
-                        literal[n.id] = value  # type: ignore[assignment]
-    return {k: v for k, v in literal.items() if counts.get(k) == 1}
-
-
 def _role(name: str, kernel: KernelInfo | None, param: str) -> KnobRole:
     if param == "num_warps":
         return KnobRole.WARPS
@@ -228,13 +219,19 @@ def _role(name: str, kernel: KernelInfo | None, param: str) -> KnobRole:
     return KnobRole.INTEGER
 
 
+Observed = tuple[tuple[str, str, int | None], ...]
+"""What launches observed at run time: (kernel, parameter, value), the value None when it
+differed between launches (optimizer.evaluation.launches records them)."""
+
+
 class _Collector:
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, observed: Observed = ()) -> None:
         try:
             self.tree = ast.parse(source)
         except (SyntaxError, ValueError) as e:
             raise KnobError(f"the kernel source does not parse: {e}") from e
         self.data = source.encode("utf-8")
+        self.source = source
         self.off = _Offsets(self.data)
         self.kernels: dict[str, KernelInfo] = {}
         self.jit_defs: dict[str, ast.FunctionDef] = {}
@@ -242,7 +239,8 @@ class _Collector:
             if isinstance(node, ast.FunctionDef) and _is_jit(node):
                 self.kernels[node.name] = _kernel_info(node)
                 self.jit_defs[node.name] = node
-        self.module_consts = _single_int_assignments(self.tree.body)
+        self.helpers = helper_returns(self.tree, set(self.jit_defs))
+        self.module = scan(self.tree.body, self.helpers)
         self.module_lists: dict[str, ast.expr] = {}
         for stmt in self.tree.body:
             if (
@@ -252,8 +250,10 @@ class _Collector:
                 and isinstance(stmt.value, ast.List)
             ):
                 self.module_lists[stmt.targets[0].id] = stmt.value
+        self.observed = {(k, p): v for k, p, v in observed}
         self.knobs: dict[str, Knob] = {}
         self.choices: list[AutotuneChoice] = []
+        self.unreadable: list[str] = []
 
     # A knob found at several sites with the same value is one knob; different values are not.
     def _add(
@@ -263,19 +263,20 @@ class _Collector:
         role: KnobRole,
         origin: KnobOrigin,
         kernel: str,
-        site: Site,
+        site: Site | list[Site],
         explicit: bool = True,
     ) -> None:
+        sites = site if isinstance(site, list) else [site]
         info = self.kernels.get(kernel)
         loop_step = info is not None and name in info.loop_step_params
         existing = self.knobs.get(name)
         if existing is not None:
-            if existing.sites[0] == site:
+            if existing.sites[0] == sites[0]:
                 return
             if existing.value == value and existing.explicit == explicit:
                 self.knobs[name] = existing.model_copy(
                     update={
-                        "sites": [*existing.sites, site],
+                        "sites": [*existing.sites, *sites],
                         "loop_step": existing.loop_step or loop_step,
                     }
                 )
@@ -289,7 +290,7 @@ class _Collector:
             role=role,
             origin=origin,
             kernel=kernel,
-            sites=[site],
+            sites=sites,
             explicit=explicit,
             loop_step=loop_step,
         )
@@ -298,42 +299,118 @@ class _Collector:
         return Site(start=self.off.start(node), end=self.off.end(node))
 
     def _resolve(
-        self, expr: ast.expr, local_consts: dict[str, ast.Constant]
-    ) -> tuple[str | None, int, Site, KnobOrigin] | None:
-        """(constant name or None, value, site, origin) of an int literal or a constant feeding it."""
+        self,
+        expr: ast.expr,
+        scope: Scope,
+        fn: ast.FunctionDef | ast.AsyncFunctionDef | None = None,
+    ) -> tuple[str | None, int, list[Site], KnobOrigin] | None:
+        """(name or None, value, sites, origin) of the literal(s) that give `expr` its value."""
         value = _int_literal(expr)
         if value is not None:
-            return None, value, self._literal_site(expr), KnobOrigin.LAUNCH
-        if isinstance(expr, ast.Name):
-            const = local_consts.get(expr.id) or self.module_consts.get(expr.id)
-            value = _int_literal(const)
-            if const is not None and value is not None:
-                return expr.id, value, self._literal_site(const), KnobOrigin.CONSTANT
+            return None, value, [self._literal_site(expr)], KnobOrigin.LAUNCH
+        found = table(expr)
+        if found is not None:
+            _, literal, keyed = found
+            name = keyed.id if isinstance(keyed, ast.Name) else None
+            value = _int_literal(literal)
+            assert value is not None
+            return name, value, [self._literal_site(literal)], KnobOrigin.COMPUTED
+        if not isinstance(expr, ast.Name):
+            return None
+        const = scope.consts.get(expr.id)
+        value = _int_literal(const)
+        if const is not None and value is not None:
+            return expr.id, value, [self._literal_site(const)], KnobOrigin.CONSTANT
+        params = [] if fn is None else [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        if fn is not None and expr.id in params:
+            literals = caller_literals(self.tree, fn, expr.id)
+            values = {v for x in literals or [] if (v := _int_literal(x)) is not None}
+            if literals and len(values) == 1:
+                sites = list(dict.fromkeys(self._literal_site(x) for x in literals))
+                return expr.id, values.pop(), sites, KnobOrigin.CONSTANT
         return None
+
+    def _computed(self, kernel: str, param: str, expr: ast.expr) -> None:
+        """A value computed at run time: a knob when launches observed one value for it."""
+        text = ast.get_source_segment(self.source, expr) or ast.unparse(expr)
+        name = expr.id if isinstance(expr, ast.Name) else param
+        if (kernel, param) not in self.observed:
+            self.unreadable.append(
+                f"{kernel}.{param}: computed at run time ({text}) and no launch of {kernel} "
+                "was observed"
+            )
+            return
+        value = self.observed[(kernel, param)]
+        if value is None:
+            self.unreadable.append(
+                f"{kernel}.{param}: computed at run time ({text}) and it differs between "
+                "launches; one value cannot stand for all"
+            )
+            return
+        if "\n" in text:
+            text = ast.unparse(expr)
+        site = Site(
+            start=self.off.start(expr),
+            end=self.off.end(expr),
+            prefix=f"{{{value}: ",
+            suffix=f"}}.get({text}, {text})",
+        )
+        info = self.kernels[kernel]
+        self._add(name, value, _role(name, info, param), KnobOrigin.COMPUTED, kernel, site)
 
     def collect(self) -> KnobSpace:
         self._collect_autotune()
-        self._collect_launches(self.tree.body, {})
+        self._collect_heuristics()
+        self._collect_launches(self.tree.body, self.module, None)
         return KnobSpace(
-            knobs=list(self.knobs.values()), kernels=self.kernels, autotune_choices=self.choices
+            knobs=list(self.knobs.values()),
+            kernels=self.kernels,
+            autotune_choices=self.choices,
+            unreadable=self.unreadable,
         )
 
-    def _collect_launches(self, body: list[ast.stmt], outer: dict[str, ast.Constant]) -> None:
+    def _collect_launches(
+        self,
+        body: list[ast.stmt],
+        scope: Scope,
+        fn: ast.FunctionDef | ast.AsyncFunctionDef | None,
+    ) -> None:
         for stmt in body:
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
-                if stmt.name in self.jit_defs:
-                    continue
-                local = {**outer, **_single_int_assignments(stmt.body)}
-                self._collect_launches(stmt.body, local)
+                if stmt.name not in self.jit_defs:
+                    self._collect_launches(stmt.body, scope.inner(stmt, self.helpers), stmt)
                 continue
             if isinstance(stmt, ast.ClassDef):
-                self._collect_launches(stmt.body, outer)
+                self._collect_launches(stmt.body, scope, None)
                 continue
+            nested = [n for n in ast.walk(stmt) if isinstance(n, ast.FunctionDef)]
             for node in ast.walk(stmt):
-                if isinstance(node, ast.Call):
-                    self._launch(node, outer)
+                if isinstance(node, ast.Call) and not any(
+                    node in ast.walk(f) for f in nested if f is not stmt
+                ):
+                    self._launch(node, scope, fn)
+            for f in nested:  # functions defined inside an if/with/for
+                if f.name not in self.jit_defs:
+                    self._collect_launches(f.body, scope.inner(f, self.helpers), f)
 
-    def _launch(self, call: ast.Call, consts: dict[str, ast.Constant]) -> None:
+    def _launch_args(
+        self, call: ast.Call, info: KernelInfo, scope: Scope
+    ) -> list[tuple[str, ast.expr]]:
+        args: list[tuple[str, ast.expr]] = []
+        if not any(isinstance(a, ast.Starred) for a in call.args):
+            args += [(p, a) for p, a in zip(info.params, call.args, strict=False)]
+        args += [(kw.arg, kw.value) for kw in call.keywords if kw.arg is not None]
+        for kw in call.keywords:
+            if kw.arg is None and isinstance(kw.value, ast.Name):
+                args += scope.dicts.get(kw.value.id, [])
+        return args
+
+    def _launch(
+        self,
+        call: ast.Call,
+        scope: Scope,
+        fn: ast.FunctionDef | ast.AsyncFunctionDef | None,
+    ) -> None:
         if not isinstance(call.func, ast.Subscript):
             return
         kernel_name = _dotted(call.func.value)
@@ -343,20 +420,18 @@ class _Collector:
         autotuned = any(c.kernel == kernel_name for c in self.choices) or any(
             k.origin == KnobOrigin.AUTOTUNE and k.kernel == kernel_name for k in self.knobs.values()
         )
-        args: list[tuple[str, ast.expr]] = []
-        if not any(isinstance(a, ast.Starred) for a in call.args):
-            args += [(p, a) for p, a in zip(info.params, call.args, strict=False)]
-        args += [(kw.arg, kw.value) for kw in call.keywords if kw.arg is not None]
+        args = self._launch_args(call, info, scope)
         given = {p for p, _ in args}
         for param, expr in args:
             if param not in info.constexpr_params and param not in _COMPILE_KWARGS:
                 continue
-            found = self._resolve(expr, consts)
+            found = self._resolve(expr, scope, fn)
             if found is None:
+                self._computed(kernel_name, param, expr)
                 continue
-            const_name, value, site, origin = found
+            const_name, value, sites, origin = found
             name = const_name or param
-            self._add(name, value, _role(name, info, param), origin, kernel_name, site)
+            self._add(name, value, _role(name, info, param), origin, kernel_name, sites)
         if autotuned or any(kw.arg is None for kw in call.keywords):
             return  # the autotuner (or a **kwargs) decides num_warps/num_stages
         last = call.args + [kw.value for kw in call.keywords]
@@ -377,6 +452,29 @@ class _Collector:
                     site,
                     explicit=False,
                 )
+
+    def _collect_heuristics(self) -> None:
+        """`@triton.heuristics({"BLOCK": lambda args: 128})`: the lambda's literal is the knob;
+        a computed body is one when launches observed its value."""
+        for name, fn in self.jit_defs.items():
+            info = self.kernels[name]
+            for dec in fn.decorator_list:
+                if not (isinstance(dec, ast.Call) and _dotted(dec).split(".")[-1] == "heuristics"):
+                    continue
+                values = dec.args[0] if dec.args else None
+                values = next((kw.value for kw in dec.keywords if kw.arg == "values"), values)
+                for key, body in dict_items(values) or []:
+                    if not isinstance(body, ast.Lambda):
+                        continue
+                    found = self._resolve(body.body, self.module)
+                    if found is None:
+                        self._computed(name, key, body.body)
+                        continue
+                    const_name, value, sites, origin = found
+                    knob = const_name or key
+                    if origin == KnobOrigin.LAUNCH:
+                        origin = KnobOrigin.HEURISTIC
+                    self._add(knob, value, _role(knob, info, key), origin, name, sites)
 
     def _collect_autotune(self) -> None:
         for name, fn in self.jit_defs.items():
@@ -438,30 +536,30 @@ class _Collector:
         if isinstance(kwargs, ast.Dict):
             for k, v in zip(kwargs.keys, kwargs.values, strict=True):
                 if isinstance(k, ast.Constant) and isinstance(k.value, str):
-                    found = self._resolve(v, {})
+                    found = self._resolve(v, self.module)
                     if found is not None:
-                        const_name, value, site, origin = found
+                        const_name, value, sites, origin = found
                         self._add(
                             const_name or k.value,
                             value,
                             _role(k.value, info, k.value),
                             KnobOrigin.CONSTANT if const_name else KnobOrigin.AUTOTUNE,
                             kernel,
-                            site,
+                            sites,
                         )
         present = {kw.arg for kw in call.keywords}
         for kw in call.keywords:
             if kw.arg in _COMPILE_KWARGS:
-                found = self._resolve(kw.value, {})
+                found = self._resolve(kw.value, self.module)
                 if found is not None:
-                    const_name, value, site, origin = found
+                    const_name, value, sites, origin = found
                     self._add(
                         const_name or kw.arg,
                         value,
                         _role(kw.arg, info, kw.arg),
                         KnobOrigin.CONSTANT if const_name else KnobOrigin.AUTOTUNE,
                         kernel,
-                        site,
+                        sites,
                     )
         parts = call.args + [kw.value for kw in call.keywords]
         insert_at = self.off.end(max(parts, key=self.off.end)) if parts else self.off.end(call) - 1
@@ -483,10 +581,11 @@ class _Collector:
 
 
 @functools.lru_cache(maxsize=512)
-def find_knobs(source: str) -> KnobSpace:
-    """Every knob of every kernel launched or autotuned in `source` (cached: a pure function of
-    the text; the result is frozen)."""
-    return _Collector(source).collect()
+def find_knobs(source: str, observed: Observed = ()) -> KnobSpace:
+    """Every knob of every kernel launched, autotuned or given heuristics in `source`, with the
+    values launches observed at run time for what the source computes (cached: a pure function
+    of its arguments; the result is frozen)."""
+    return _Collector(source, observed).collect()
 
 
 def knob_values(source: str) -> dict[str, int]:
@@ -509,9 +608,10 @@ def _edit(source: str, edits: list[tuple[Site, str]]) -> str:
     return data.decode("utf-8")
 
 
-def apply_knobs(source: str, values: Mapping[str, int]) -> str:
-    """`source` with the named knobs set to `values` (only changed knobs are touched)."""
-    space = find_knobs(source)
+def apply_knobs(source: str, values: Mapping[str, int], observed: Observed = ()) -> str:
+    """`source` with the named knobs set to `values` (only changed knobs are touched); `observed`
+    gives the computed values launches showed (see find_knobs)."""
+    space = find_knobs(source, observed)
     by_name = space.by_name()
     unknown = sorted(set(values) - set(by_name))
     if unknown:
@@ -525,7 +625,7 @@ def apply_knobs(source: str, values: Mapping[str, int]) -> str:
             raise KnobError(f"knob {name}: {value!r} is not an integer")
         if value == knob.value:
             continue
-        edits += [(site, f"{site.prefix}{value}") for site in knob.sites]
+        edits += [(site, f"{site.prefix}{value}{site.suffix}") for site in knob.sites]
     return _edit(source, edits)
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from optimizer.bundle.spec import CaseSpec, TargetSpec
 from optimizer.decision.identity import source_hashes
+from optimizer.evaluation.launches import dominant_first, observed_values
 from optimizer.providers import ProviderOptions, roofline_order
 from optimizer.providers.base import (
     MeasuredCandidate,
@@ -44,6 +45,7 @@ from optimizer.providers.knobs import (
     KnobError,
     KnobRole,
     KnobSpace,
+    Observed,
     apply_knobs,
     config_signature,
     declared_space,
@@ -51,7 +53,7 @@ from optimizer.providers.knobs import (
     parse_signature,
     pin_autotune,
 )
-from tlxstore.events import BASELINE_ID, HypothesisKind
+from tlxstore.events import BASELINE_ID, HypothesisKind, KnobsUnreadable, StoppingReason
 
 # Hardware limits the search respects. Shared memory per block (bytes) by compute capability.
 _SMEM_BYTES_BY_ARCH = {
@@ -108,10 +110,13 @@ class TuneProvider:
 
     def __init__(self) -> None:
         self._proposed: dict[str, set[str]] = {}  # run_id -> source hashes proposed in this process
+        self._told: set[str] = set()  # runs whose unreadable knobs are recorded
+        self._observed: Observed = ()  # what the original's launches showed (set per proposal)
 
     # ---- the protocol ---------------------------------------------------------------------
     def propose(self, ctx: ProviderContext, record: Recorder) -> Proposal | SearchExhausted:
         """One configuration change of ctx.parent_source, or SearchExhausted with the reason."""
+        self._observed = observed_values(ctx.launches)
         try:
             base, space = self._base(ctx)
             if isinstance(base, Proposal | SearchExhausted):
@@ -119,54 +124,84 @@ class TuneProvider:
             domains = search_space(space, ctx.target, ctx.cases)
         except KnobError as e:
             raise ProviderError(f"tune: {e.message}") from e
+        if space.unreadable and ctx.run_id not in self._told:
+            self._told.add(ctx.run_id)
+            record(KnobsUnreadable(candidate_id=ctx.parent_id, reasons=space.unreadable))
         if not domains:
-            return SearchExhausted(
-                reason="tune: the kernel states no tunable launch or compile knob"
-            )
+            return _exhausted(space, "the kernel states no tunable launch or compile knob")
         names = sorted(domains)
         points, taken = self._evidence(ctx, base, space, names)
-        proposed = self._proposed.setdefault(ctx.run_id, set())
-        parent_config = {n: space.by_name()[n].value for n in names}
-
-        adopt = self._adoption(ctx, base, space, names, points, taken, proposed)
+        adopt = self._adoption(ctx, base, space, names, points, taken)
         if adopt is not None:
             return adopt
-
         # The center is the incumbent (the parent) when it is a measured configuration of this
         # kernel: a rejected neighbour that measured a hair faster does not move the search.
-        best = max(points.values(), key=lambda p: _order(p.score), default=None)
+        parent_config = {n: space.by_name()[n].value for n in names}
         center = points.get(_key(parent_config))
         if center is None or center.score is None:
-            center = best
+            center = max(points.values(), key=lambda p: _order(p.score), default=None)
         center_config = (
             center.config if center is not None and center.score is not None else parent_config
         )
         if any(center_config[n] not in domains[n] for n in names):
             center_config = {n: _nearest(domains[n], center_config[n]) for n in names}
-        for move in self._moves(ctx, space, domains, names, center_config, points):
-            source = apply_knobs(base, move.config)
-            raw, _ = source_hashes(source)
-            if _key(move.config) in taken or raw in taken or raw in proposed:
-                continue
-            proposed.add(raw)
-            return self._proposal(ctx, space, source, parent_config, move, center, len(points))
+        move = self._search(ctx, base, space, domains, names, center_config, points, taken)
+        if move is not None:
+            source, chosen = move
+            return self._proposal(ctx, space, source, parent_config, chosen, center, len(points))
         best_text = (
             f"{_key(center.config)} at {math.exp(center.score):.3g}x the baseline"
             if center is not None and center.score is not None
             else _key(parent_config)
         )
-        return SearchExhausted(
-            reason=(
-                f"tune: every neighbour of the best configuration ({best_text}) is measured, "
-                f"failed or outside the constraints; {len(points)} configurations of this "
-                f"kernel measured"
-            )
+        return _exhausted(
+            space,
+            f"every neighbour of the best configuration ({best_text}) is measured, failed or "
+            f"outside the constraints; {len(points)} configurations of this kernel measured",
         )
+
+    def _search(
+        self,
+        ctx: ProviderContext,
+        base: str,
+        space: KnobSpace,
+        domains: dict[str, list[int]],
+        names: list[str],
+        center: Config,
+        points: dict[str, _Point],
+        taken: set[str],
+    ) -> tuple[str, _Move] | None:
+        """The best untaken move: the knobs of the kernel that dominates the observed time
+        first; those of the next kernel once the first has no move left."""
+        proposed = self._proposed.setdefault(ctx.run_id, set())
+        knobs = space.by_name()
+        order = dominant_first(ctx.launches)
+        kernels = sorted({knobs[n].kernel for n in names}, key=lambda k: _rank(order, k))
+        for kernel in kernels:
+            group = [n for n in names if knobs[n].kernel == kernel]
+            others = [n for n in names if n not in group]
+            here = {
+                k: p for k, p in points.items() if all(p.config[o] == center[o] for o in others)
+            }
+            for move in self._moves(ctx, space, domains, group, center, here):
+                source = self._apply(base, move.config)
+                raw, _ = source_hashes(source)
+                if _key(move.config) in taken or raw in taken or raw in proposed:
+                    continue
+                proposed.add(raw)
+                return source, move
+        return None
+
+    def _find(self, source: str) -> KnobSpace:
+        return find_knobs(source, self._observed)
+
+    def _apply(self, source: str, values: Config) -> str:
+        return apply_knobs(source, values, self._observed)
 
     # ---- what is being tuned --------------------------------------------------------------
     def _base(self, ctx: ProviderContext) -> tuple[str | Proposal | SearchExhausted, KnobSpace]:
         """The source whose knobs are tuned: the parent, or a pinned config of its autotune list."""
-        space = find_knobs(ctx.parent_source)
+        space = self._find(ctx.parent_source)
         if not space.autotune_choices:
             return ctx.parent_source, space
         measured = {m.source_hash: m for m in ctx.measured}
@@ -204,7 +239,7 @@ class TuneProvider:
                 return SearchExhausted(
                     reason=f"tune: every autotune config of {choice.kernel} failed when pinned"
                 ), space
-            return best[1], find_knobs(best[1])
+            return best[1], self._find(best[1])
         return ctx.parent_source, space
 
     # ---- the evidence -----------------------------------------------------------------------
@@ -217,7 +252,7 @@ class TuneProvider:
         renders: dict[str, Config] = {}
         for src in (base, ctx.original_source, ctx.parent_source):
             try:
-                renders[source_hashes(src)[0]] = {n: v for n, v in find_knobs(src).values().items()}
+                renders[source_hashes(src)[0]] = dict(self._find(src).values())
             except KnobError:
                 continue
         points: dict[str, _Point] = {}
@@ -246,21 +281,20 @@ class TuneProvider:
                 taken.add(_key(sig))
         return points, taken
 
-    @staticmethod
-    def _baseline_config(ctx: ProviderContext, base: str, names: list[str]) -> Config | None:
+    def _baseline_config(self, ctx: ProviderContext, base: str, names: list[str]) -> Config | None:
         """The original kernel's configuration, when it is the same kernel as `base`."""
         try:
-            values = find_knobs(ctx.original_source).values()
+            values = self._find(ctx.original_source).values()
             if not all(n in values for n in names):
                 return None
             config = {n: values[n] for n in names}
-            same = apply_knobs(base, config) == ctx.original_source
+            same = self._apply(base, config) == ctx.original_source
         except KnobError:
             return None
         return config if same else None
 
-    @staticmethod
     def _config_of(
+        self,
         m: MeasuredCandidate,
         base: str,
         names: list[str],
@@ -275,7 +309,7 @@ class TuneProvider:
         config = {n: m.knobs[n] for n in names}
         full = {**parent_values, **{k: v for k, v in m.knobs.items() if k in parent_values}}
         try:
-            rendered = apply_knobs(base, full)
+            rendered = self._apply(base, full)
         except KnobError:
             return None
         return config if source_hashes(rendered)[0] == m.source_hash else None
@@ -288,9 +322,9 @@ class TuneProvider:
         names: list[str],
         points: dict[str, _Point],
         taken: set[str],
-        proposed: set[str],
     ) -> Proposal | None:
         """Re-adopt the best configuration of prior runs once per run, before searching."""
+        proposed = self._proposed.setdefault(ctx.run_id, set())
         this_run = {_key(p.config) for p in points.values() if p.run_id == ctx.run_id}
         parent_config = {n: space.by_name()[n].value for n in names}
         for prior in ctx.prior_best:
@@ -309,7 +343,7 @@ class TuneProvider:
             key = _key(point.config)
             if point.config == parent_config or key in this_run:
                 return None
-            source = apply_knobs(base, point.config)
+            source = self._apply(base, point.config)
             raw, _ = source_hashes(source)
             if raw in proposed:
                 return None
@@ -345,76 +379,109 @@ class TuneProvider:
         center: Config,
         points: dict[str, _Point],
     ) -> list[_Move]:
-        knobs = space.by_name()
-        by_key = {k: p for k, p in points.items()}
+        """Every move from `center`, best-ranked first: single-knob steps, coupled block/warps
+        steps, paired moves, combined near-neutral steps."""
         inert = {n for n in names if _inert(n, points, names)}
         singles: list[_Move] = []
         for n in names:
-            dom = domains[n]
-            i = dom.index(center[n])
             for d in (+1, -1):
-                line = {
-                    dom.index(p.config[n]): p
-                    for p in points.values()
-                    if p.config[n] in dom and all(p.config[o] == center[o] for o in names if o != n)
-                }
-                ahead = [j for j in line if (j - i) * d > 0]
-                behind = [j for j in line if (j - i) * d < 0]
-                room = (len(dom) - 1 - i) if d > 0 else i
-                if room == 0:
-                    continue
-                if ahead:
-                    near = min(ahead, key=lambda j: abs(j - i))
-                    dist = abs(near - i)
-                    if dist == 1:
-                        continue  # the neighbour that way is worse: closed
-                    step, kind = dist // 2, 2
-                elif behind and line[(came := min(behind, key=lambda j: abs(j - i)))].order < (
-                    line[i].order if i in line else -1
-                ):
-                    # the center was reached from behind, and it was better: double the stride
-                    step, kind = min(room, 2 * abs(came - i)), 1
-                else:
-                    # a fresh direction: half the room, at most x4; stages step by one, and in
-                    # a tl.dot kernel tiles and warps step x2 (they interact: a x4 jump
-                    # overshoots the optimum)
-                    info = space.kernels.get(knobs[n].kernel)
-                    fine = knobs[n].role == KnobRole.STAGES or (
-                        knobs[n].role in (KnobRole.BLOCK, KnobRole.WARPS)
-                        and info is not None
-                        and info.uses_dot
-                    )
-                    step, kind = max(1, min(1 if fine else 2, math.ceil(room / 2))), 1
-                for s in range(step, 0, -1):  # shrink until the constraints hold
-                    config = {**center, n: dom[i + d * s]}
-                    if _key(config) in by_key:
-                        continue
-                    if _violation(ctx, space, config) is None:
-                        gain, note = _direction_evidence(n, d, center, points, names)
-                        if n in inert:
-                            singles.append(
-                                _Move(
-                                    config,
-                                    (5, _ROLE_ORDER[knobs[n].role], -d),
-                                    f"{note} {n} has made no measurable difference.",
-                                )
-                            )
-                            break
-                        rank = (
-                            (0, -gain)
-                            if gain is not None and gain > 0
-                            else (kind, _ROLE_ORDER[knobs[n].role], -d)
-                            if gain is None
-                            else (3, -gain)
-                            if gain > _HURT
-                            else (6, -gain)  # clearly hurt before: after the paired moves
-                        )
-                        singles.append(_Move(config, rank, note))
-                        break
+                move = self._single(ctx, space, domains, names, center, points, n, d, n in inert)
+                if move is not None:
+                    singles.append(move)
         singles += self._coupled(ctx, space, domains, names, center, points)
-        # Paired moves (ranked after the promising single ones) reach couplings one knob cannot: a block
-        # and the warps of its kernel move together (the work per thread stays the same); two
-        # blocks of one kernel move oppositely (the tile changes shape, not size).
+        pairs = self._paired(ctx, space, domains, names, center, points)
+        pairs += self._combined(ctx, space, names, center, points)
+        role_of = {n: space.by_name()[n].role for n in names}
+        return roofline_order.order(  # the roofline breaks ties within each rank class
+            singles + pairs,
+            lambda m: m.rank,
+            lambda m: m.config,
+            center,
+            role_of,
+            ctx.parent_kernel,
+        )
+
+    def _single(
+        self,
+        ctx: ProviderContext,
+        space: KnobSpace,
+        domains: dict[str, list[int]],
+        names: list[str],
+        center: Config,
+        points: dict[str, _Point],
+        n: str,
+        d: int,
+        inert: bool,
+    ) -> _Move | None:
+        """The step of knob `n` in direction `d` (+1 up, -1 down) from the center, or None."""
+        knobs = space.by_name()
+        dom = domains[n]
+        i = dom.index(center[n])
+        line = {
+            dom.index(p.config[n]): p
+            for p in points.values()
+            if p.config[n] in dom and all(p.config[o] == center[o] for o in names if o != n)
+        }
+        ahead = [j for j in line if (j - i) * d > 0]
+        behind = [j for j in line if (j - i) * d < 0]
+        room = (len(dom) - 1 - i) if d > 0 else i
+        if room == 0:
+            return None
+        if ahead:
+            dist = min(abs(j - i) for j in ahead)
+            if dist == 1:
+                return None  # the neighbour that way is worse: closed
+            step, kind = dist // 2, 2
+        elif behind and line[(came := min(behind, key=lambda j: abs(j - i)))].order < (
+            line[i].order if i in line else -1
+        ):
+            # the center was reached from behind, and it was better: double the stride
+            step, kind = min(room, 2 * abs(came - i)), 1
+        else:
+            # a fresh direction: half the room, at most x4; stages step by one, and in a tl.dot
+            # kernel tiles and warps step x2 (they interact: a x4 jump overshoots the optimum)
+            info = space.kernels.get(knobs[n].kernel)
+            fine = knobs[n].role == KnobRole.STAGES or (
+                knobs[n].role in (KnobRole.BLOCK, KnobRole.WARPS)
+                and info is not None
+                and info.uses_dot
+            )
+            step, kind = max(1, min(1 if fine else 2, math.ceil(room / 2))), 1
+        for s in range(step, 0, -1):  # shrink until the constraints hold
+            config = {**center, n: dom[i + d * s]}
+            if _key(config) in points or _violation(ctx, space, config) is not None:
+                continue
+            gain, note = _direction_evidence(n, d, center, points, names)
+            role = _ROLE_ORDER[knobs[n].role]
+            if inert:
+                return _Move(
+                    config, (5, role, -d), f"{note} {n} has made no measurable difference."
+                )
+            rank = (
+                (0, -gain)
+                if gain is not None and gain > 0
+                else (kind, role, -d)
+                if gain is None
+                else (3, -gain)
+                if gain > _HURT
+                else (6, -gain)  # clearly hurt before: after the paired moves
+            )
+            return _Move(config, rank, note)
+        return None
+
+    def _paired(
+        self,
+        ctx: ProviderContext,
+        space: KnobSpace,
+        domains: dict[str, list[int]],
+        names: list[str],
+        center: Config,
+        points: dict[str, _Point],
+    ) -> list[_Move]:
+        """Paired moves (ranked after the promising single ones) reach couplings one knob cannot:
+        a block and the warps of its kernel move together (the work per thread stays the same);
+        two blocks of one kernel move oppositely (the tile changes shape, not size)."""
+        knobs = space.by_name()
         pairs: list[_Move] = []
         for a_i, a in enumerate(names):
             for b in names[a_i + 1 :]:
@@ -433,7 +500,7 @@ class TuneProvider:
                     if not (0 <= ia < len(domains[a]) and 0 <= ib < len(domains[b])):
                         continue
                     config = {**center, a: domains[a][ia], b: domains[b][ib]}
-                    if _key(config) in by_key or _violation(ctx, space, config) is not None:
+                    if _key(config) in points or _violation(ctx, space, config) is not None:
                         continue
                     pairs.append(
                         _Move(
@@ -443,16 +510,7 @@ class TuneProvider:
                             f"moving {a} and {b} together",
                         )
                     )
-        pairs += self._combined(ctx, space, names, center, points)
-        role_of = {n: knobs[n].role for n in names}
-        return roofline_order.order(  # the roofline breaks ties within each rank class
-            singles + pairs,
-            lambda m: m.rank,
-            lambda m: m.config,
-            center,
-            role_of,
-            ctx.parent_kernel,
-        )
+        return pairs
 
     def _combined(
         self,
@@ -649,6 +707,20 @@ def search_space(
 
 
 # ---- pure helpers ------------------------------------------------------------------------------
+
+
+def _exhausted(space: KnobSpace, why: str) -> SearchExhausted:
+    """The end of the search; when some knobs were unreadable, that is the reason it ends."""
+    if not space.unreadable:
+        return SearchExhausted(reason=f"tune: {why}")
+    return SearchExhausted(
+        reason=f"tune: {why}; knobs it could not read: {'; '.join(space.unreadable)}",
+        stopping_reason=StoppingReason.KNOBS_UNREADABLE,
+    )
+
+
+def _rank(order: list[str], kernel: str) -> int:
+    return order.index(kernel) if kernel in order else len(order)
 
 
 def _score(m: MeasuredCandidate) -> tuple[bool, float | None]:

@@ -26,6 +26,8 @@ from tlxstore.events import (
     FinalistRevalidated,
     InfrastructureFailed,
     IntegrityFlagged,
+    KnobsUnreadable,
+    LaunchesObserved,
     ModelExchanged,
     Phase,
     ProfileCollected,
@@ -208,6 +210,10 @@ def _candidate_line(e: Event, state: RunState) -> str | None:
                 f"{e.candidate_id} {e.outcome.value.upper()}: speedup {ci_text(e.speedup, e.ci_low, e.ci_high)}"
                 f" — {one_line(e.reason)}"
             )
+        case KnobsUnreadable():
+            return f"knobs tune cannot rewrite: {'; '.join(e.reasons)}"
+        case LaunchesObserved():
+            return None
         case ExclusionRecorded():
             return f"{e.candidate_id} excluded: {e.signature} ({e.outcome.value})"
         case FinalistRevalidated():

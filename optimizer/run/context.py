@@ -166,4 +166,5 @@ def build_context(
         ),
         peak_bandwidth_bytes_per_s=peak_bandwidth_bytes_per_s,
         peak_flops_per_s=peak_flops_per_s,
+        launches=[launch for observed in baseline.launches for launch in observed.launches],
     )

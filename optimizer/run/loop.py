@@ -107,6 +107,7 @@ class Budget:
 
     elapsed_s: float = 0.0
     exhausted: str | None = None
+    exhausted_as: StoppingReason = StoppingReason.SEARCH_EXHAUSTED
     provider_failures: int = 0
     commit: bool = False
 
@@ -134,7 +135,7 @@ def stop_reason(state: RunState, t: Thresholds, budget: Budget) -> StoppingReaso
     if state.search_ended is not None:
         return state.search_ended.reason
     if budget.exhausted is not None:
-        return StoppingReason.SEARCH_EXHAUSTED
+        return budget.exhausted_as
     if budget.provider_failures >= MAX_PROVIDER_FAILURES:
         return StoppingReason.PROVIDER_FAILED
     if next_slot(state, t.candidates_per_round)[0] > t.max_rounds:
@@ -296,6 +297,7 @@ class RunLoop:
         self._uningested: list[Envelope] = []
         self._t0 = time.monotonic() - elapsed_before_s
         self._exhausted: str | None = None
+        self._exhausted_as = StoppingReason.SEARCH_EXHAUSTED
         self._link: StoreLink[SharedEvidence] | None = None
 
     @property
@@ -333,6 +335,7 @@ class RunLoop:
         return Budget(
             elapsed_s=time.monotonic() - self._t0,
             exhausted=self._exhausted,
+            exhausted_as=self._exhausted_as,
             provider_failures=provider_failures_in_a_row(self.envelopes),
             commit=self.s.commit is not None,
         )
@@ -437,6 +440,7 @@ class RunLoop:
             return
         if isinstance(out, SearchExhausted):
             self._exhausted = out.reason
+            self._exhausted_as = out.stopping_reason
             return
         self._record_proposal(out, ctx.parent_id, nxt.round)
 

@@ -1,0 +1,199 @@
+"""Where a value that reaches a kernel launch is written in the source (AST only, no execution).
+
+A launch argument `BLOCK=B` names a value; these functions find the literal that gives `B` its
+value, whichever way the source spells it:
+- a plain assignment `B = 64`, a tuple assignment `BM, BN = 64, 32`, an annotated one;
+- a call of a helper whose only return is literals: `B, nw = settings()` with
+  `def settings(): return 1024, 4`;
+- a default argument of the function that launches: `def add(x, y, B=1024)`;
+- a dict splatted into the launch: `cfg = {"B": 64}` / `cfg = dict(B=64)` ... `k[grid](**cfg)`;
+- the literal a caller passes to the function that launches: `_launch(x, B=512)`;
+- a table a previous rewrite left: `{8: 16}.get(nw, nw)` (the value 16).
+A name assigned more than once in one scope, or to anything else, has no literal site: its
+value is computed, and only a launch observed at run time can say what it is.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+
+def int_literal(node: ast.AST | None) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{dotted(node.value)}.{node.attr}"
+    if isinstance(node, ast.Call):
+        return dotted(node.func)
+    return ""
+
+
+def helper_returns(tree: ast.Module, skip: set[str]) -> dict[str, list[ast.expr]]:
+    """Module-level functions (not in `skip`) whose one return statement returns int literals:
+    name -> the literal nodes, in order."""
+    out: dict[str, list[ast.expr]] = {}
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.FunctionDef) or stmt.name in skip:
+            continue
+        returns = [n for n in ast.walk(stmt) if isinstance(n, ast.Return)]
+        if len(returns) != 1 or returns[0].value is None:
+            continue
+        value = returns[0].value
+        elts = list(value.elts) if isinstance(value, ast.Tuple) else [value]
+        if all(int_literal(e) is not None for e in elts):
+            out[stmt.name] = elts
+    return out
+
+
+def _pairs(
+    target: ast.expr, value: ast.expr | None, helpers: dict[str, list[ast.expr]]
+) -> list[tuple[str, ast.expr | None]]:
+    """(name, the int literal it gets or None) for every name `target` binds."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+        elts = helpers.get(value.func.id)
+        if elts is not None:
+            value = elts[0] if len(elts) == 1 else ast.Tuple(elts=elts, ctx=ast.Load())
+    if isinstance(target, ast.Name):
+        return [(target.id, value if int_literal(value) is not None else None)]
+    if (
+        isinstance(target, ast.Tuple | ast.List)
+        and isinstance(value, ast.Tuple | ast.List)
+        and len(target.elts) == len(value.elts)
+    ):
+        return [p for t, v in zip(target.elts, value.elts, strict=True) for p in _pairs(t, v, {})]
+    return [(n.id, None) for n in ast.walk(target) if isinstance(n, ast.Name)]
+
+
+@dataclass
+class Scope:
+    """The literals names have in one scope (module or function), and the names it binds."""
+
+    consts: dict[str, ast.expr] = field(default_factory=dict)  # name -> its int literal node
+    dicts: dict[str, list[tuple[str, ast.expr]]] = field(default_factory=dict)  # cfg -> items
+    bound: set[str] = field(default_factory=set)  # every name the scope assigns or takes
+
+    def inner(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, helpers: dict) -> Scope:
+        """The scope of `fn` nested in this one: its own names shadow the outer ones."""
+        own = scan(fn.body, helpers)
+        args = fn.args
+        params = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
+        defaults = positional_defaults(fn)
+        defaults.update(
+            {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d}
+        )
+        consts = {k: v for k, v in self.consts.items() if k not in own.bound and k not in params}
+        consts.update(
+            {p: d for p, d in defaults.items() if int_literal(d) is not None and p not in own.bound}
+        )
+        consts.update(own.consts)
+        dicts = {k: v for k, v in self.dicts.items() if k not in own.bound and k not in params}
+        dicts.update(own.dicts)
+        return Scope(consts, dicts, own.bound | set(params))
+
+
+def scan(body: list[ast.stmt], helpers: dict[str, list[ast.expr]]) -> Scope:
+    """The names `body` (not nested blocks' functions) assigns exactly once to an int literal,
+    the dicts of literals it assigns once, and every name it binds."""
+    counts: dict[str, int] = {}
+    literal: dict[str, ast.expr] = {}
+    dicts: dict[str, list[tuple[str, ast.expr]]] = {}
+    for stmt in body:
+        pairs: list[tuple[str, ast.expr | None]] = []
+        if isinstance(stmt, ast.Assign):
+            for t in stmt.targets:
+                pairs += _pairs(t, stmt.value, helpers)
+                items = dict_items(stmt.value)
+                if isinstance(t, ast.Name) and items is not None:
+                    dicts[t.id] = items
+        elif isinstance(stmt, ast.AnnAssign):
+            pairs += _pairs(stmt.target, stmt.value, helpers)
+        elif isinstance(stmt, ast.AugAssign):
+            pairs += [(n.id, None) for n in ast.walk(stmt.target) if isinstance(n, ast.Name)]
+        elif isinstance(stmt, ast.For | ast.With | ast.If | ast.While | ast.Try):
+            stores = [n for n in ast.walk(stmt) if isinstance(n, ast.Name)]
+            pairs += [(n.id, None) for n in stores if isinstance(n.ctx, ast.Store)]
+        for name, value in pairs:
+            counts[name] = counts.get(name, 0) + 1
+            if value is not None:
+                literal[name] = value
+    once = {k for k, c in counts.items() if c == 1}
+    return Scope(
+        {k: v for k, v in literal.items() if k in once},
+        {k: v for k, v in dicts.items() if k in once},
+        set(counts),
+    )
+
+
+def dict_items(value: ast.expr | None) -> list[tuple[str, ast.expr]] | None:
+    """The (key, value) items of `{"K": v}` or `dict(K=v)`, or None for anything else."""
+    if isinstance(value, ast.Dict):
+        keys = [k.value if isinstance(k, ast.Constant) else None for k in value.keys]
+        if all(isinstance(k, str) for k in keys):
+            return list(zip(keys, value.values, strict=True))  # type: ignore[arg-type]
+        return None
+    if (
+        isinstance(value, ast.Call)
+        and dotted(value.func) == "dict"
+        and not value.args
+        and all(kw.arg is not None for kw in value.keywords)
+    ):
+        return [(kw.arg, kw.value) for kw in value.keywords]  # type: ignore[misc]
+    return None
+
+
+def positional_defaults(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr]:
+    """Positional parameter -> its default expression."""
+    args = fn.args.posonlyargs + fn.args.args
+    n = len(fn.args.defaults)
+    return {a.arg: d for a, d in zip(args[len(args) - n :], fn.args.defaults, strict=True)}
+
+
+def caller_literals(
+    tree: ast.Module, fn: ast.FunctionDef | ast.AsyncFunctionDef, param: str
+) -> list[ast.expr] | None:
+    """The int literals every call of `fn` in the module passes as `param` (its default where a
+    call leaves it out), or None when some call passes anything else or there is no call."""
+    args = fn.args.posonlyargs + fn.args.args
+    index = next((i for i, a in enumerate(args) if a.arg == param), None)
+    defaults = positional_defaults(fn)
+    found: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and dotted(node.func).split(".")[-1] == fn.name):
+            continue
+        if isinstance(node.func, ast.Subscript):
+            continue
+        given = next((kw.value for kw in node.keywords if kw.arg == param), None)
+        if given is None and index is not None and index < len(node.args):
+            given = node.args[index]
+        given = given if given is not None else defaults.get(param)
+        if int_literal(given) is None:
+            return None
+        assert given is not None
+        found.append(given)
+    return found or None
+
+
+def table(expr: ast.expr) -> tuple[ast.expr, ast.expr, ast.expr] | None:
+    """(key literal, value literal, keyed expression) of `{K: V}.get(E, E)`, else None."""
+    if not (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "get"
+        and isinstance(expr.func.value, ast.Dict)
+        and len(expr.func.value.keys) == 1
+        and len(expr.args) == 2
+    ):
+        return None
+    key, value = expr.func.value.keys[0], expr.func.value.values[0]
+    if int_literal(key) is None or int_literal(value) is None or key is None:
+        return None
+    if ast.dump(expr.args[0]) != ast.dump(expr.args[1]):
+        return None
+    return key, value, expr.args[0]

@@ -1,0 +1,158 @@
+"""tune finds the knobs of kernels as people write them: the corpus in tune_corpus/ (one kernel
+per style, each with a host bundle), read statically and with its launches observed at run time
+on the Triton interpreter; a tune run improves the styles where a better setting exists."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import make_context
+
+from cli.main import main
+from optimizer.evaluation.launches import observed_values, observing
+from optimizer.providers.base import Proposal, SearchExhausted
+from optimizer.providers.knobs import KnobOrigin, KnobRole, apply_knobs, find_knobs
+from optimizer.providers.tune import TuneProvider
+from tlxstore.events import KernelLaunch, KnobsUnreadable, StoppingReason
+
+CORPUS = Path(__file__).parent / "tune_corpus"
+sys.path.insert(0, str(CORPUS))
+from corpus_harness import make  # noqa: E402
+
+# style -> the block knob tune must find (for an autotune list: a key of its configs)
+STYLES = {
+    "tutorial_add": "BLOCK_SIZE",  # a literal at the launch, grid lambda over meta
+    "module_constant": "BLOCK",  # a module constant
+    "tuple_gemm": "BLOCK_M",  # BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M = 16, 16, 16, 8
+    "dict_config": "BLOCK_SIZE",  # **config
+    "default_args": "BLOCK_SIZE",  # def rmsnorm(x, w, eps=1e-6, BLOCK_SIZE=32, num_warps=4)
+    "helper_literal": "BLOCK",  # BLOCK, warps = _block_config()
+    "calculate_settings": "BLOCK_SIZE",  # computed at run time: observed
+    "heuristics_literal": "BLOCK",  # @triton.heuristics({"BLOCK": lambda args: 32})
+    "heuristics_computed": "BLOCK_N",  # a computed heuristic: observed
+    "autotune_list": "BLOCK_SIZE",  # @triton.autotune(configs=[...])
+    "launch_helper": "BLOCK",  # _launch(x, y, BLOCK=32)
+    "autograd_class": "BLOCK",  # a local of a torch.autograd.Function's forward
+    "two_kernels": "SCALE_BLOCK",  # two kernels in one file
+}
+
+
+@pytest.fixture(autouse=True)
+def interpreter(monkeypatch):
+    """Kernels run on the Triton interpreter in this process, as the bundles' children do."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+def _op(style: str) -> str:
+    text = (CORPUS / style / "host" / "harness.py").read_text()
+    return text.split("make(")[1].split(")")[0].strip("'\"")
+
+
+def observe(style: str) -> list[KernelLaunch]:
+    """The launches of one verification of the style's case, as the harness child observes
+    them (a multi-config autotune list cannot launch on the interpreter: nothing observed)."""
+    build, verify, _ = make(_op(style))
+    source = (CORPUS / style / "kernel.py").read_text()
+    case = json.loads((CORPUS / style / "host" / "cases.json").read_text())[0]
+    artifact = build(source, {})["artifact"]
+    with observing() as seen:
+        if style != "autotune_list":
+            assert verify(artifact, case)["passed"]
+    return seen
+
+
+def found_blocks(style: str) -> set[str]:
+    space = find_knobs((CORPUS / style / "kernel.py").read_text(), observed_values(observe(style)))
+    names = {k.name for k in space.knobs if k.role == KnobRole.BLOCK}
+    return names | {key for c in space.autotune_choices for conf in c.configs for key in conf}
+
+
+def test_the_block_knob_is_found_in_at_least_11_of_12_styles():
+    found = {style: STYLES[style] in found_blocks(style) for style in STYLES}
+    assert sum(found.values()) >= 11, found
+    assert len(found) >= 12
+    assert all(found.values()), [s for s, ok in found.items() if not ok]
+
+
+def test_a_computed_setting_becomes_a_table_keyed_by_what_it_computed():
+    source = (CORPUS / "calculate_settings" / "kernel.py").read_text()
+    observed = observed_values(observe("calculate_settings"))
+    space = find_knobs(source, observed)
+    assert space.by_name()["BLOCK_SIZE"].origin == KnobOrigin.COMPUTED
+    assert find_knobs(source).unreadable  # without the observation it is invisible
+    tuned = apply_knobs(source, {"BLOCK_SIZE": 2048, "num_warps": 8}, observed)
+    assert "BLOCK_SIZE={1024: 2048}.get(BLOCK_SIZE, BLOCK_SIZE)" in tuned
+    assert "num_warps={4: 8}.get(num_warps, num_warps)" in tuned
+    again = find_knobs(tuned)  # the table is read back without any observation
+    assert again.values()["BLOCK_SIZE"] == 2048 and again.values()["num_warps"] == 8
+    build, verify, _ = make("rmsnorm")
+    fn = build(tuned, {})["artifact"]
+    for n_cols in (1000, 3000):  # the cases' shape, and one the table does not hold
+        assert verify(fn, {"parameters": {"n_rows": 2, "n_cols": n_cols}})["passed"]
+
+
+def test_the_kernel_that_dominates_the_time_is_tuned_first():
+    source = (CORPUS / "two_kernels" / "kernel.py").read_text()
+
+    def first_change(slow: str) -> str:
+        launches = [
+            KernelLaunch(kernel=k, num_warps=4, num_stages=3, total_us=100.0 if k == slow else 1.0)
+            for k in ("_sumsq_kernel", "_apply_kernel")
+        ]
+        ctx = make_context(
+            backend="cpu",
+            parent_source=source,
+            original_source=source,
+            launches=launches,
+            cases=make_context().cases[:1],
+        )
+        out = TuneProvider().propose(ctx, lambda e: None)
+        assert isinstance(out, Proposal)
+        return out.change
+
+    assert first_change("_apply_kernel").startswith("SCALE_BLOCK")
+    assert first_change("_sumsq_kernel").startswith("SUM_BLOCK")
+
+
+def test_unreadable_knobs_are_recorded_and_end_the_search_as_unreadable():
+    source = (CORPUS / "calculate_settings" / "kernel.py").read_text()
+    ctx = make_context(backend="cpu", parent_source=source, original_source=source)
+    recorded: list = []
+    out = TuneProvider().propose(ctx, recorded.append)  # no launch observed
+    assert isinstance(out, SearchExhausted)
+    assert out.stopping_reason == StoppingReason.KNOBS_UNREADABLE
+    assert "BLOCK_SIZE" in out.reason and "no launch" in out.reason
+    assert len(recorded) == 1 and isinstance(recorded[0], KnobsUnreadable)
+    assert any("_rms_layernorm_forward.BLOCK_SIZE" in r for r in recorded[0].reasons)
+
+
+@pytest.mark.parametrize("style", ["dict_config", "heuristics_literal"])
+def test_a_tune_run_improves_a_style_whose_block_starts_too_small(style, tmp_path):
+    result = CliRunner().invoke(
+        main,
+        [
+            "optimize",
+            "--kernel",
+            str(CORPUS / style / "kernel.py"),
+            "--bundle",
+            str(CORPUS / style / "host"),
+            "--store",
+            str(tmp_path / "store.duckdb"),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--provider",
+            "tune",
+            "--no-commit-winner",
+            "--result-format",
+            "full",
+        ],
+    )
+    assert result.exit_code in (0, 2), result.output[-3000:]
+    run = json.loads(result.stdout)
+    promoted = [e for e in run["experiments"] if e["outcome"] == "promoted"]
+    assert promoted, [e["reason"] for e in run["experiments"]]
+    assert promoted[-1]["knobs"][STYLES[style]] > 32  # every style starts at 32
