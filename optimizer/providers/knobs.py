@@ -71,7 +71,10 @@ class KnobOrigin(StrEnum):
 
 class Site(BaseModel):
     """Where a knob's value lives: source[start:end] (UTF-8 byte offsets) is replaced by
-    `prefix + str(value)`. An insertion site has start == end and a prefix like ", num_warps="."""
+    `prefix + str(value) + suffix`. An insertion site has start == end and a prefix like
+    ", num_warps=". A computed value's site has a `key` (what the computation gave) and `plain`
+    (the computation's text): the value `key` renders as `plain`, the original text, so every
+    path back to the computed value gives the same source."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -79,6 +82,13 @@ class Site(BaseModel):
     end: int
     prefix: str = ""
     suffix: str = ""
+    key: int | None = None
+    plain: str = ""
+
+    def render(self, value: int) -> str:
+        if self.key is not None and value == self.key:
+            return self.plain
+        return f"{self.prefix}{value}{self.suffix}"
 
 
 class Knob(BaseModel):
@@ -310,11 +320,12 @@ class _Collector:
             return None, value, [self._literal_site(expr)], KnobOrigin.LAUNCH
         found = table(expr)
         if found is not None:
-            _, literal, keyed = found
+            key, literal, keyed = found
             name = keyed.id if isinstance(keyed, ast.Name) else None
-            value = _int_literal(literal)
-            assert value is not None
-            return name, value, [self._literal_site(literal)], KnobOrigin.COMPUTED
+            value, computed = _int_literal(literal), _int_literal(key)
+            assert value is not None and computed is not None
+            site = self._table_site(expr, keyed, computed)
+            return name, value, [site], KnobOrigin.COMPUTED
         if not isinstance(expr, ast.Name):
             return None
         const = scope.consts.get(expr.id)
@@ -347,16 +358,24 @@ class _Collector:
                 "launches; one value cannot stand for all"
             )
             return
-        if "\n" in text:
-            text = ast.unparse(expr)
-        site = Site(
-            start=self.off.start(expr),
-            end=self.off.end(expr),
-            prefix=f"{{{value}: ",
-            suffix=f"}}.get({text}, {text})",
-        )
+        site = self._table_site(expr, expr, value)
         info = self.kernels[kernel]
         self._add(name, value, _role(name, info, param), KnobOrigin.COMPUTED, kernel, site)
+
+    def _table_site(self, expr: ast.expr, computation: ast.expr, key: int) -> Site:
+        """The site of a computed value: `expr` (the computation, or a table over it) becomes
+        `{key: value}.get(E, E)`, or E itself for the value the computation gives."""
+        text = ast.get_source_segment(self.source, computation) or ast.unparse(computation)
+        if "\n" in text:
+            text = ast.unparse(computation)
+        return Site(
+            start=self.off.start(expr),
+            end=self.off.end(expr),
+            prefix=f"{{{key}: ",
+            suffix=f"}}.get({text}, {text})",
+            key=key,
+            plain=text,
+        )
 
     def collect(self) -> KnobSpace:
         self._collect_autotune()
@@ -625,7 +644,7 @@ def apply_knobs(source: str, values: Mapping[str, int], observed: Observed = ())
             raise KnobError(f"knob {name}: {value!r} is not an integer")
         if value == knob.value:
             continue
-        edits += [(site, f"{site.prefix}{value}{site.suffix}") for site in knob.sites]
+        edits += [(site, site.render(value)) for site in knob.sites]
     return _edit(source, edits)
 
 

@@ -89,6 +89,8 @@ def test_a_computed_setting_becomes_a_table_keyed_by_what_it_computed():
     assert "num_warps={4: 8}.get(num_warps, num_warps)" in tuned
     again = find_knobs(tuned)  # the table is read back without any observation
     assert again.values()["BLOCK_SIZE"] == 2048 and again.values()["num_warps"] == 8
+    # back to what the computation gives: the original text, whatever the path
+    assert apply_knobs(tuned, {"BLOCK_SIZE": 1024, "num_warps": 4}) == source
     build, verify, _ = make("rmsnorm")
     fn = build(tuned, {})["artifact"]
     for n_cols in (1000, 3000):  # the cases' shape, and one the table does not hold
