@@ -636,14 +636,6 @@ class _Run:
                 reply = self._call({**msg, "observe": attempt == 1})
                 if not reply.get("ok"):
                     raise HarnessInvalidError(str(reply.get("error")))
-                if reply.get("launches"):
-                    self.emit(
-                        LaunchesObserved(
-                            candidate_id=self.cid,
-                            case_id=case.case_id,
-                            launches=[KernelLaunch(**x) for x in reply["launches"]],
-                        )
-                    )
                 passed = bool(reply["passed"])
                 self.emit(
                     CaseVerified(
@@ -657,6 +649,14 @@ class _Run:
                         metrics=reply.get("metrics") or {},
                     )
                 )
+                if reply.get("launches"):
+                    self.emit(
+                        LaunchesObserved(
+                            candidate_id=self.cid,
+                            case_id=case.case_id,
+                            launches=[KernelLaunch(**x) for x in reply["launches"]],
+                        )
+                    )
                 if not passed:
                     ok = False
                     break

@@ -21,6 +21,7 @@ from tlxstore.events import (
     FailureKind,
     InfrastructureFailed,
     IntegrityFlagged,
+    LaunchesObserved,
     Phase,
     ProfileCollected,
 )
@@ -201,8 +202,22 @@ def test_before_benchmark_runs_after_the_verifications_and_before_the_first_samp
         request(verify_repeats=1, profile=False), events.append, lambda: marks.append(len(events))
     )
     (mark,) = marks
-    assert [type(e).__name__ for e in events[:mark]] == ["BuildFinished", "CaseVerified"]
+    assert [type(e).__name__ for e in events[:mark]] == [
+        "BuildFinished",
+        "CaseVerified",
+        "LaunchesObserved",  # what the first verification launched
+    ]
     assert isinstance(events[mark], BenchmarkSampled)
+
+
+def test_the_first_verification_of_each_case_records_every_kernel_launch(tmp_path):
+    ev = Evaluator(make_bundle(tmp_path, cases=CASES[:1]))
+    events: list = []
+    ev.evaluate(request(verify_repeats=2, profile=False), events.append)
+    (observed,) = [e for e in events if isinstance(e, LaunchesObserved)]
+    (launch,) = observed.launches
+    assert launch.kernel == "add_kernel" and launch.count >= 1 and launch.total_us > 0
+    assert launch.constexprs and all(type(v) is int for v in launch.constexprs.values())
 
 
 def test_the_bundle_environment_reaches_the_child_only(tmp_path):
