@@ -342,9 +342,14 @@ class _Collector:
         return None
 
     def _computed(self, kernel: str, param: str, expr: ast.expr) -> None:
-        """A value computed at run time: a knob when launches observed one value for it."""
+        """A value computed at run time: a knob when launches observed one value for it. Only
+        blocks, num_warps and num_stages: another computed constexpr (`n_cols=n_cols`) is a
+        problem size the kernel specializes on, not a setting."""
         text = ast.get_source_segment(self.source, expr) or ast.unparse(expr)
         name = expr.id if isinstance(expr, ast.Name) else param
+        info = self.kernels[kernel]
+        if param not in _COMPILE_KWARGS and _role(name, info, param) != KnobRole.BLOCK:
+            return
         if (kernel, param) not in self.observed:
             self.unreadable.append(
                 f"{kernel}.{param}: computed at run time ({text}) and no launch of {kernel} "
@@ -359,7 +364,6 @@ class _Collector:
             )
             return
         site = self._table_site(expr, expr, value)
-        info = self.kernels[kernel]
         self._add(name, value, _role(name, info, param), KnobOrigin.COMPUTED, kernel, site)
 
     def _table_site(self, expr: ast.expr, computation: ast.expr, key: int) -> Site:

@@ -158,3 +158,12 @@ def test_a_tune_run_improves_a_style_whose_block_starts_too_small(style, tmp_pat
     promoted = [e for e in run["experiments"] if e["outcome"] == "promoted"]
     assert promoted, [e["reason"] for e in run["experiments"]]
     assert promoted[-1]["knobs"][STYLES[style]] > 32  # every style starts at 32
+
+
+def test_a_computed_problem_size_is_not_a_knob_nor_unreadable():
+    """`n_cols: tl.constexpr` passed as `n_cols=n_cols` differs between cases: it is what the
+    kernel specializes on, not a setting."""
+    source = (CORPUS.parents[3] / "examples" / "softmax" / "kernel.py").read_text()
+    kernel = next(iter(find_knobs(source).kernels))
+    space = find_knobs(source, ((kernel, "n_cols", None), (kernel, "BLOCK", 128)))
+    assert space.unreadable == [] and "n_cols" not in space.by_name()
