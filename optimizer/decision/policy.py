@@ -214,6 +214,42 @@ def _by_block(
     return blocks
 
 
+def _incumbent_problems(
+    state: RunState,
+    candidate_id: str,
+    scored: Mapping[str, float],
+    all_samples: dict[str, list[float]],
+    base_samples: dict[str, list[float]],
+    device: str | None,
+) -> list[str]:
+    """Why the candidate does not beat the incumbent (measured directly against its samples,
+    rescaled by the baselines when the incumbent ran on another device); [] when it does, or
+    when there is no incumbent but the baseline."""
+    incumbent = state.incumbent_id
+    if incumbent is None or incumbent in (BASELINE_ID, candidate_id):
+        return []
+    not_reval = lambda p: p != Phase.REVALIDATION  # noqa: E731
+    baseline = state.candidates[BASELINE_ID]
+    inc = state.candidates[incumbent]
+    inc_samples = _merge(_by_block(inc, not_reval))
+    inc_device = _device(state, inc)
+    note = ""
+    if inc_device != device:
+        inc_samples = _rescaled(
+            inc_samples,
+            _merge(_by_block(baseline, not_reval, inc_device)),
+            base_samples,
+        )
+        note = f" (its times on device {inc_device} rescaled to device {device} by their baselines)"
+    common = {c: w for c, w in scored.items() if inc_samples.get(c)}
+    if not common:
+        return []
+    vs = compare({c: inc_samples[c] for c in common}, {c: all_samples[c] for c in common}, common)
+    if vs.speedup <= 1.0 or vs.ci_low <= 1.0:
+        return [f"does not beat the incumbent {incumbent}: {_fmt(vs)} against it{note}"]
+    return []
+
+
 def decide(
     state: RunState,
     candidate_id: str,
@@ -264,27 +300,7 @@ def decide(
         problems += [label + p for p in measurement_problems(comp, thresholds, protected)]
 
     incumbent = state.incumbent_id
-    if incumbent is not None and incumbent != BASELINE_ID and incumbent != candidate_id:
-        inc = state.candidates[incumbent]
-        inc_samples = _merge(_by_block(inc, not_reval))
-        inc_device = _device(state, inc)
-        note = ""
-        if inc_device != device:
-            inc_samples = _rescaled(
-                inc_samples,
-                _merge(_by_block(baseline, not_reval, inc_device)),
-                base_samples,
-            )
-            note = f" (its times on device {inc_device} rescaled to device {device} by their baselines)"
-        common = {c: w for c, w in scored.items() if inc_samples.get(c)}
-        if common:
-            vs = compare(
-                {c: inc_samples[c] for c in common}, {c: all_samples[c] for c in common}, common
-            )
-            if vs.speedup <= 1.0 or vs.ci_low <= 1.0:
-                problems.append(
-                    f"does not beat the incumbent {incumbent}: {_fmt(vs)} against it{note}"
-                )
+    problems += _incumbent_problems(state, candidate_id, scored, all_samples, base_samples, device)
     problems += kernel.ncu_veto(state, candidate_id, scored)
     outcome = Outcome.REJECTED if problems else Outcome.PROMOTED
     if problems:
