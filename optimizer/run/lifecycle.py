@@ -395,12 +395,13 @@ def optimize(
     observer: Observer | None = None,
 ) -> RunResult:
     """Validate and freeze the bundle, measure the baseline, run the loop; returns the result."""
-    store = open_store(request.store)  # a damaged or unwritable store is refused before any work
-    store.check_writable()
     with Workspace() as ws:
+        # a winner that could not be committed is refused before anything is written, the store too
+        snapshot = _vcs_snapshot(request, ws.scratch_dir)
+        store = open_store(request.store)  # a damaged or unwritable store is refused before any work
+        store.check_writable()
         prep = prepare(request.kernel, request.bundle, request.flags, request.arch, ws)
         prep.use_devices(request.devices)
-        snapshot = _vcs_snapshot(request, ws.scratch_dir)
         queries.persist_views(store)  # a store the run creates holds the views too
         priors = [run_id for ref in request.prior_runs for run_id in resolve_prior(store, ref)]
         run_id = new_run_id()
