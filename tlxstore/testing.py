@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from tlxstore.events import (
     BASELINE_ID,
+    TLX_DEFAULT_THRESHOLDS,
     BenchmarkSampled,
     BuildFinished,
     BundleValidated,
@@ -28,7 +29,6 @@ from tlxstore.events import (
     RunStarted,
     SourceStored,
     StoppingReason,
-    Thresholds,
     ToolVersions,
 )
 from tlxstore.hashing import digest_json, digest_text
@@ -45,15 +45,7 @@ def run_started(output_dir: str = "/tmp/out", measurement_key: str = MEASUREMENT
         host="testhost",
         device=DeviceInfo(kind="cpu-interpreter", backend="cpu"),
         tool_versions=ToolVersions(tlxdb="0.1.0", python="3.11", triton="3.9.0", torch="2.13.0"),
-        thresholds=Thresholds(
-            max_rounds=5,
-            candidates_per_round=2,
-            max_candidate_seconds=600,
-            max_total_seconds=3600,
-            min_speedup=1.01,
-            max_cv=0.1,
-            benchmark_repetitions=10,
-        ),
+        thresholds=TLX_DEFAULT_THRESHOLDS,
         provider="tune",
         kernel_path="/k/kernel.py",
         kernel_sha256=digest_text("kernel"),

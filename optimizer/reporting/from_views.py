@@ -18,6 +18,7 @@ import queries
 from optimizer.reporting import plots
 from optimizer.run.folder import write_atomic
 from tlxstore.errors import UnknownRunError
+from tlxstore.events import BASELINE_ID
 from tlxstore.store import Store
 
 Row = dict[str, Any]
@@ -246,7 +247,7 @@ def _shown(run: Row, cands: list[Row]) -> list[str]:
     shown = [run["winner_id"]] if run["winner_id"] else []
     if not shown:
         promoted = [
-            c for c in cands if c["outcome"] == "promoted" and c["candidate_id"] != "baseline"
+            c for c in cands if c["outcome"] == "promoted" and c["candidate_id"] != BASELINE_ID
         ]
         shown = (
             [max(promoted, key=lambda c: c["decided_speedup"])["candidate_id"]] if promoted else []
@@ -272,7 +273,7 @@ def _winner_sections(data: dict[str, list[Row]], shown: list[str]) -> list[Secti
         "the baseline" + (f" and {shown[0]}" if shown else "") + ", raw samples per case and phase"
     ]
     samples.figures.append(
-        ("samples.svg", plots.sample_distributions(data["run_samples"], ["baseline", *shown]))
+        ("samples.svg", plots.sample_distributions(data["run_samples"], [BASELINE_ID, *shown]))
     )
     return [cases, samples]
 

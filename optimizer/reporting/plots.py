@@ -21,6 +21,8 @@ matplotlib.use("Agg")  # draw to files only; never look for a display
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from tlxstore.events import BASELINE_ID  # noqa: E402
+
 Row = dict[str, Any]
 
 LOG_SPAN = 8.0  # values spanning more than this factor get a logarithmic axis
@@ -59,7 +61,7 @@ def best_so_far(candidates: Sequence[Row], min_speedup: float | None = None) -> 
     """Each candidate's decided speedup in proposal order, coloured by outcome, and the best
     promoted so far as a step line. Failed and undecided candidates sit at the foot of the axis."""
     title = "Speedup per candidate and best so far"
-    rows = [r for r in candidates if r["candidate_id"] != "baseline"]
+    rows = [r for r in candidates if r["candidate_id"] != BASELINE_ID]
     if not rows:
         return _empty(title, "no candidates besides the baseline")
     measured = [r["decided_speedup"] for r in rows if r["decided_speedup"] is not None]
@@ -225,7 +227,7 @@ def roofline(points: Sequence[Row], device_kind: str) -> str | None:
             sel = [
                 (a, p)
                 for a, p in zip(ai, pts, strict=True)
-                if (p["candidate_id"] == "baseline") == (status == "baseline")
+                if (p["candidate_id"] == BASELINE_ID) == (status == "baseline")
             ]
             if sel:
                 ax.scatter(
