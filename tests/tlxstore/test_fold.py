@@ -1,4 +1,4 @@
-"""Replay: the state a live run builds as it appends equals the fold of its log, and of the store."""
+"""The fold: the state a live run builds as it appends equals the fold of its log, and of the store."""
 
 from __future__ import annotations
 
