@@ -319,6 +319,16 @@ HARNESS_CASES = [
         "bundle validation failed (baseline:samples): the harness benchmark failed on case n2048: "
         "benchmark returned no samples",
     ),
+    (
+        "\ndef build(kernel_source, target):\n    raise RuntimeError('nvcc not found')\n",
+        "bundle validation failed (baseline:build): RuntimeError: nvcc not found",
+    ),
+    (
+        "\ndef verify(artifact, case):\n"
+        "    return {'passed': False, 'diagnostics': 'max_abs_error=1.0'}\n",
+        "bundle validation failed (baseline:verify): protected case n2048 failed verification: "
+        "max_abs_error=1.0",
+    ),
 ]
 
 
