@@ -13,6 +13,10 @@ from tlxstore.fold import fold
 from tlxstore.store import Store
 
 HOST_WARNINGS = ["baseline:samples", "baseline:profile", "negative:wrong_answer"]
+NO_ATTRIBUTION = (
+    "the harness's profile attributes time to no kernel; candidates are compared on end-to-end "
+    "latency where tlxdb cannot profile them itself"
+)
 
 
 def _table(stdout: str) -> dict[str, str]:
@@ -73,6 +77,16 @@ def test_a_tlx_host_bundle_optimizes_and_its_warnings_are_in_the_run(tmp_path, w
     assert json.loads(r.stdout)["winner_id"] == "c001"
     for name in HOST_WARNINGS:
         assert r.stderr.count(f"warning: {name}: ") == 1, r.stderr
+    # The legacy profile(artifact, case) was called with two arguments: it returned its numbers
+    # (a third argument would have raised TypeError, a "profile raised" warning and no numbers).
+    assert f"warning: baseline:profile: {NO_ATTRIBUTION}" in r.stderr.splitlines()
+    assert "profile raised" not in r.stderr
+    latency = {"n4096": 0.1, "n1000": 0.1}
+    assert json.loads((out / "baseline_profile.json").read_text()) == {
+        case: {"latency_ms": ms, "tflops": None} for case, ms in latency.items()
+    }
+    c001 = json.loads((out / "experiments/c001/profile.json").read_text())
+    assert {case: p["latency_ms"] for case, p in c001.items()} == {"n4096": 0.025, "n1000": 0.025}
     run_id = json.loads(r.stdout)["run_id"]
     v = fold(Store(store).run_envelopes(run_id)).validation
     assert v is not None and v.passed and not v.strict
