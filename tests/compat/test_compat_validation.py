@@ -178,3 +178,34 @@ def test_a_bundle_without_a_protected_case_is_its_own_error(tmp_path):
     assert r.exit_code == 1
     assert [ln.split()[:2] for ln in r.stdout.splitlines()[1:]] == [["FAIL", "cases:protected"]]
     assert "no wrong answer could disqualify a candidate" in r.stdout
+
+
+def test_max_cv_0_in_budget_json_is_accepted_as_the_tlx_agent_does_and_admits_constant_samples(
+    tmp_path, wider_blocks
+):
+    root = bundle("host_synthetic", tmp_path)
+    budget = json.loads((root / "budget.json").read_text())
+    (root / "budget.json").write_text(json.dumps({**budget, "max_cv": 0}))
+    store = tmp_path / "s.duckdb"
+    r = invoke(
+        [
+            "optimize",
+            "--kernel",
+            kernel("host_add.py", tmp_path / "src"),
+            "--bundle",
+            root,
+            "--store",
+            store,
+            "--output-dir",
+            tmp_path / "out",
+            "--provider",
+            wider_blocks,
+            "--no-commit-winner",
+        ]
+    )
+    assert r.exit_code == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["winner_id"] == "c001"  # CV 0 is not above max_cv 0
+    state = fold(Store(store).run_envelopes(result["run_id"]))
+    assert state.started is not None and state.started.thresholds.max_cv == 0
+    assert "max CV 0" in r.stderr.splitlines()[0]
