@@ -13,7 +13,7 @@ from compat_cli import bundle, experiments, import_as_tlx, invoke, kernel
 from support.scripted_provider import ScriptedProvider, set_block
 
 from optimizer.providers import registry
-from tlxstore.events import ProfileCollected
+from tlxstore.events import BundleValidated, CheckOutcome, ProfileCollected
 from tlxstore.store import Store
 
 FAST = ["--benchmark-repetitions", "5", "--max-cv", "5", "--max-candidate-seconds", "120"]
@@ -88,6 +88,14 @@ def test_a_profile_payload_over_1_mb_is_spilled_to_a_file(run):
 def test_a_profile_of_nulls_warns_and_the_run_goes_on(run):
     assert run["r"].stderr.count("warning: baseline:profile: ") == 1
     assert run["result"]["experiments"][0]["candidate_id"] == "c001"
+    [validated] = [e for e in run["events"] if isinstance(e, BundleValidated)]
+    assert validated.passed and not validated.strict
+    assert [(c.name, c.outcome) for c in validated.warnings] == [
+        ("baseline:profile", CheckOutcome.WARN)
+    ]
+    [warning] = validated.warnings
+    assert warning.detail.startswith("the harness's profile attributes time to no kernel: ")
+    assert f"warning: baseline:profile: {warning.detail}" in run["r"].stderr.splitlines()
 
 
 EXPERIMENT_FIELDS = {

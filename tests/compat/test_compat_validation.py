@@ -5,6 +5,7 @@ warnings."""
 from __future__ import annotations
 
 import json
+import re
 
 from compat_cli import bundle, invoke, kernel
 
@@ -209,3 +210,28 @@ def test_max_cv_0_in_budget_json_is_accepted_as_the_tlx_agent_does_and_admits_co
     state = fold(Store(store).run_envelopes(result["run_id"]))
     assert state.started is not None and state.started.thresholds.max_cv == 0
     assert "max CV 0" in r.stderr.splitlines()[0]
+
+
+def test_samples_noisier_than_max_cv_warn_once_naming_each_case_and_the_bound(tmp_path):
+    r = invoke(
+        [
+            "validate",
+            "--kernel",
+            kernel("vecadd.py", tmp_path / "src"),
+            "--bundle",
+            bundle("structured", tmp_path),  # perf_counter timing on the interpreter: never CV 0
+            "--benchmark-repetitions",
+            "5",
+            "--max-cv",
+            "0.0001",
+        ]
+    )
+    assert r.exit_code == 0, r.stderr
+    assert _table(r.stdout)["baseline:samples"] == "WARN"
+    [line] = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: baseline:samples: ")]
+    assert re.fullmatch(
+        r"warning: baseline:samples: case n2048 has CV \d+\.\d{3} > --max-cv 0\.0001; "
+        r"case n1000 has CV \d+\.\d{3} > --max-cv 0\.0001: "
+        r"no candidate can be promoted on a case this noisy",
+        line,
+    ), line
