@@ -129,7 +129,7 @@ class Thresholds(Frozen):
     max_candidate_seconds: float = Field(gt=0)
     max_total_seconds: float = Field(gt=0)
     min_speedup: float = Field(ge=1.0)
-    max_cv: float = Field(gt=0)
+    max_cv: float = Field(ge=0)  # 0, as the TLX agent allows: only constant samples (CV 0) pass
     benchmark_repetitions: int = Field(gt=0)
 
 

@@ -89,7 +89,7 @@ class BudgetFile(BaseModel):
     max_candidate_seconds: float | None = Field(None, gt=0, allow_inf_nan=False)
     max_total_seconds: float | None = Field(None, gt=0, allow_inf_nan=False)
     min_speedup: float | None = Field(None, ge=1.0, allow_inf_nan=False)
-    max_cv: float | None = Field(None, gt=0, allow_inf_nan=False)
+    max_cv: float | None = Field(None, ge=0, allow_inf_nan=False)  # 0: only constant samples
     benchmark_repetitions: int | None = Field(None, gt=0)
 
 
@@ -340,11 +340,17 @@ def resolve_thresholds(
         return Thresholds.model_validate(values)
     except ValidationError as e:
         first = e.errors()[0]
-        field = str(first["loc"][0])
-        bound = "at least 1" if field == "min_speedup" else "greater than 0"
-        raise BundleError(
-            f"--{field.replace('_', '-')} must be {bound} (got {first.get('input')})"
-        ) from None
+        raise BundleError(f"{threshold_error(e)} (got {first.get('input')})") from None
+
+
+_BOUNDS = {"min_speedup": "must be at least 1", "max_cv": "must not be negative"}
+
+
+def threshold_error(e: ValidationError) -> str:
+    """The flag a Thresholds validation error is about, and its bound: "--max-cv must not be
+    negative" (max_cv 0 admits only constant samples, as in the TLX agent)."""
+    field = str(e.errors()[0]["loc"][0])
+    return f"--{field.replace('_', '-')} {_BOUNDS.get(field, 'must be greater than 0')}"
 
 
 # ---- freezing -------------------------------------------------------------------------------

@@ -61,9 +61,11 @@ def p95(samples_us: Sequence[float]) -> float:
 
 
 def cv(samples_us: Sequence[float]) -> float:
-    """Coefficient of variation: sample standard deviation (n-1) over the mean; 0 for one sample."""
+    """Coefficient of variation: sample standard deviation (n-1) over the mean; 0 for one sample
+    and exactly 0 for constant samples (the float sums would leave ~1e-16 for some values, and
+    max_cv 0 admits only CV 0)."""
     s = _sorted(samples_us)
-    if len(s) < 2:
+    if len(s) < 2 or s[0] == s[-1]:
         return 0.0
     mean = math.fsum(s) / len(s)
     var = math.fsum((x - mean) ** 2 for x in s) / (len(s) - 1)

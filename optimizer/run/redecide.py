@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from optimizer.bundle.loading import threshold_error
 from optimizer.decision import policy
 from optimizer.run.loop import interrupted
 from tlxstore.errors import ConfigError, UnknownRunError
@@ -54,9 +55,7 @@ def redecide(
     try:
         thresholds = Thresholds.model_validate({**started.thresholds.model_dump(), **changes})
     except ValidationError as e:
-        field = str(e.errors()[0]["loc"][0])
-        bound = "at least 1" if field == "min_speedup" else "greater than 0"
-        raise ConfigError(f"--{field.replace('_', '-')} must be {bound}") from None
+        raise ConfigError(threshold_error(e)) from None
     weights = started.case_weights or {
         case: 1.0 for case in recorded.candidates[BASELINE_ID].samples_by_case(Phase.VALIDATION)
     }

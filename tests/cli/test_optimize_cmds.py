@@ -225,6 +225,11 @@ def test_a_kernel_with_a_syntax_error_is_refused(tmp_path):
             {"min_speedup": 0.5},
             "budget.json: min_speedup: input should be greater than or equal to 1 (got 0.5)",
         ),
+        (
+            "budget.json",
+            {"max_cv": -0.1},
+            "budget.json: max_cv: input should be greater than or equal to 0 (got -0.1)",
+        ),
     ],
 )
 def test_bad_bundle_files_are_refused_naming_file_and_field(tmp_path, file, content, message):
@@ -242,12 +247,15 @@ def test_an_unreadable_bundle_file_is_refused(tmp_path):
     )
 
 
-def test_a_non_positive_flag_is_refused(tmp_path):
-    _fails(
-        _args(tmp_path, extra=["--max-cv", "0"]),
-        "--max-cv must be greater than 0 (got 0.0)",
-        tmp_path,
-    )
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--max-cv", "-0.1", "--max-cv must not be negative (got -0.1)"),
+        ("--max-total-seconds", "0", "--max-total-seconds must be greater than 0 (got 0.0)"),
+    ],
+)
+def test_a_negative_max_cv_or_a_non_positive_budget_flag_is_refused(tmp_path, flag, value, message):
+    _fails(_args(tmp_path, extra=[flag, value]), message, tmp_path)
 
 
 def test_an_arch_that_does_not_match_the_device_is_refused(tmp_path):
@@ -318,6 +326,16 @@ HARNESS_CASES = [
         "\ndef benchmark(artifact, case, repetitions):\n    return []\n",
         "bundle validation failed (baseline:samples): the harness benchmark failed on case n2048: "
         "benchmark returned no samples",
+    ),
+    (
+        "\ndef build(kernel_source, target):\n    raise RuntimeError('nvcc not found')\n",
+        "bundle validation failed (baseline:build): RuntimeError: nvcc not found",
+    ),
+    (
+        "\ndef verify(artifact, case):\n"
+        "    return {'passed': False, 'diagnostics': 'max_abs_error=1.0'}\n",
+        "bundle validation failed (baseline:verify): protected case n2048 failed verification: "
+        "max_abs_error=1.0",
     ),
 ]
 

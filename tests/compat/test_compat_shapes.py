@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
-from compat_cli import bundle, invoke, kernel
+from compat_cli import bundle, experiments, import_as_tlx, invoke, kernel
 from support.scripted_provider import ScriptedProvider, set_block
 
 from optimizer.providers import registry
-from tlxstore.events import ProfileCollected
+from tlxstore.events import BundleValidated, CheckOutcome, ProfileCollected
 from tlxstore.store import Store
 
 FAST = ["--benchmark-repetitions", "5", "--max-cv", "5", "--max-candidate-seconds", "120"]
@@ -88,6 +88,14 @@ def test_a_profile_payload_over_1_mb_is_spilled_to_a_file(run):
 def test_a_profile_of_nulls_warns_and_the_run_goes_on(run):
     assert run["r"].stderr.count("warning: baseline:profile: ") == 1
     assert run["result"]["experiments"][0]["candidate_id"] == "c001"
+    [validated] = [e for e in run["events"] if isinstance(e, BundleValidated)]
+    assert validated.passed and not validated.strict
+    assert [(c.name, c.outcome) for c in validated.warnings] == [
+        ("baseline:profile", CheckOutcome.WARN)
+    ]
+    [warning] = validated.warnings
+    assert warning.detail.startswith("the harness's profile attributes time to no kernel: ")
+    assert f"warning: baseline:profile: {warning.detail}" in run["r"].stderr.splitlines()
 
 
 EXPERIMENT_FIELDS = {
@@ -135,34 +143,11 @@ def test_the_output_folder_holds_the_tlx_agents_files(run):
     )
 
 
-def _candidates(store: Path, run_id: str) -> dict[str, tuple]:
-    from tlxstore.fold import fold
-
-    state = fold(Store(store).run_envelopes(run_id))
-    return {
-        cid: (
-            c.proposal.source_hash,
-            c.proposal.normalized_hash,
-            c.decision.outcome if c.decision else None,
-            c.decision.speedup if c.decision else None,
-        )
-        for cid, c in state.candidates.items()
-        if cid != "baseline"
-    }
-
-
 def test_the_folder_read_as_a_tlx_agent_folder_gives_the_same_experiments(run, tmp_path):
-    import shutil
-
-    copy = Path(shutil.copytree(run["out"], tmp_path / "as_tlx"))
-    (copy / "events.jsonl").unlink()  # now only the TLX agent's reading of it is left
-    store = tmp_path / "imported.duckdb"
-    r = invoke(["import", copy, "--store", store])
-    assert r.exit_code == 0, r.stderr
-    [imported] = Store(store).query("SELECT run_id FROM runs").column("run_id").to_pylist()
-    original = _candidates(run["out"].parent / "s.duckdb", run["result"]["run_id"])
-    assert _candidates(store, imported) == original
-    assert original["c001"][0].startswith("sha256:")
+    store, imported = import_as_tlx(run["out"], tmp_path)
+    original = experiments(run["out"].parent / "s.duckdb", run["result"]["run_id"])
+    assert list(original) == ["baseline", "c001"]
+    assert experiments(store, imported) == original
 
 
 def test_the_structured_bundle_validates_with_its_profile_warning_once(tmp_path):

@@ -5,6 +5,7 @@ warnings."""
 from __future__ import annotations
 
 import json
+import re
 
 from compat_cli import bundle, invoke, kernel
 
@@ -13,6 +14,10 @@ from tlxstore.fold import fold
 from tlxstore.store import Store
 
 HOST_WARNINGS = ["baseline:samples", "baseline:profile", "negative:wrong_answer"]
+NO_ATTRIBUTION = (
+    "the harness's profile attributes time to no kernel; candidates are compared on end-to-end "
+    "latency where tlxdb cannot profile them itself"
+)
 
 
 def _table(stdout: str) -> dict[str, str]:
@@ -73,6 +78,16 @@ def test_a_tlx_host_bundle_optimizes_and_its_warnings_are_in_the_run(tmp_path, w
     assert json.loads(r.stdout)["winner_id"] == "c001"
     for name in HOST_WARNINGS:
         assert r.stderr.count(f"warning: {name}: ") == 1, r.stderr
+    # The legacy profile(artifact, case) was called with two arguments: it returned its numbers
+    # (a third argument would have raised TypeError, a "profile raised" warning and no numbers).
+    assert f"warning: baseline:profile: {NO_ATTRIBUTION}" in r.stderr.splitlines()
+    assert "profile raised" not in r.stderr
+    latency = {"n4096": 0.1, "n1000": 0.1}
+    assert json.loads((out / "baseline_profile.json").read_text()) == {
+        case: {"latency_ms": ms, "tflops": None} for case, ms in latency.items()
+    }
+    c001 = json.loads((out / "experiments/c001/profile.json").read_text())
+    assert {case: p["latency_ms"] for case, p in c001.items()} == {"n4096": 0.025, "n1000": 0.025}
     run_id = json.loads(r.stdout)["run_id"]
     v = fold(Store(store).run_envelopes(run_id)).validation
     assert v is not None and v.passed and not v.strict
@@ -164,3 +179,59 @@ def test_a_bundle_without_a_protected_case_is_its_own_error(tmp_path):
     assert r.exit_code == 1
     assert [ln.split()[:2] for ln in r.stdout.splitlines()[1:]] == [["FAIL", "cases:protected"]]
     assert "no wrong answer could disqualify a candidate" in r.stdout
+
+
+def test_max_cv_0_in_budget_json_is_accepted_as_the_tlx_agent_does_and_admits_constant_samples(
+    tmp_path, wider_blocks
+):
+    root = bundle("host_synthetic", tmp_path)
+    budget = json.loads((root / "budget.json").read_text())
+    (root / "budget.json").write_text(json.dumps({**budget, "max_cv": 0}))
+    store = tmp_path / "s.duckdb"
+    r = invoke(
+        [
+            "optimize",
+            "--kernel",
+            kernel("host_add.py", tmp_path / "src"),
+            "--bundle",
+            root,
+            "--store",
+            store,
+            "--output-dir",
+            tmp_path / "out",
+            "--provider",
+            wider_blocks,
+            "--no-commit-winner",
+        ]
+    )
+    assert r.exit_code == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["winner_id"] == "c001"  # CV 0 is not above max_cv 0
+    state = fold(Store(store).run_envelopes(result["run_id"]))
+    assert state.started is not None and state.started.thresholds.max_cv == 0
+    assert "max CV 0" in r.stderr.splitlines()[0]
+
+
+def test_samples_noisier_than_max_cv_warn_once_naming_each_case_and_the_bound(tmp_path):
+    r = invoke(
+        [
+            "validate",
+            "--kernel",
+            kernel("vecadd.py", tmp_path / "src"),
+            "--bundle",
+            bundle("structured", tmp_path),  # perf_counter timing on the interpreter: never CV 0
+            "--benchmark-repetitions",
+            "5",
+            "--max-cv",
+            "0.0001",
+        ]
+    )
+    assert r.exit_code == 0, r.stderr
+    assert _table(r.stdout)["baseline:samples"] == "WARN"
+    [line] = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: baseline:samples: ")]
+    assert re.fullmatch(
+        r"warning: baseline:samples: case n2048 has CV \d+\.\d{3} > --max-cv 0\.0001; "
+        r"case n1000 has CV \d+\.\d{3} > --max-cv 0\.0001: "
+        r"no candidate can be promoted on a case this noisy",
+        line,
+    ), line

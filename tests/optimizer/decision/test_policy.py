@@ -218,6 +218,18 @@ def test_a_p95_regression_on_a_protected_case_is_rejected_despite_a_faster_media
     assert "case large p95 regressed" in d.reason and "max 10%" in d.reason
 
 
+def test_under_max_cv_0_only_constant_samples_can_be_promoted():
+    zero = T.model_copy(update={"max_cv": 0.0})
+    base = {"small": [0.5] * REPS}
+    const = {"small": [1 / 9] * REPS}  # float sums would leave a CV of 1.3e-16 here
+    jitter = {"small": [1 / 9] * (REPS - 1) + [1 / 9 + 1e-9]}
+    events = measured("baseline", base, Phase.VALIDATION)
+    d = policy.decide(build_state(events + measured("c001", const)), "c001", zero, {"small": 1.0})
+    assert d.outcome == Outcome.PROMOTED, d.reason
+    d = policy.decide(build_state(events + measured("c002", jitter)), "c002", zero, {"small": 1.0})
+    assert d.outcome == Outcome.REJECTED and "case small CV 0.000 above max 0" in d.reason
+
+
 def test_a_candidate_must_beat_the_incumbent():
     events = measured("baseline", BASE, Phase.VALIDATION) + measured("c001", FAST)
     events.append(DecisionMade(candidate_id="c001", outcome=Outcome.PROMOTED, reason="r"))

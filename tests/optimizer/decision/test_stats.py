@@ -34,6 +34,16 @@ def test_cv_of_one_sample_is_zero_and_no_samples_is_an_error():
         stats.median([])
 
 
+@given(st.floats(min_value=0.01, max_value=1e6), st.integers(min_value=2, max_value=40))
+@settings(max_examples=200, deadline=None)
+def test_cv_of_constant_samples_is_exactly_zero(x, n):
+    assert stats.cv([x] * n) == 0.0
+
+
+def test_cv_of_three_samples_of_0_1_is_zero_not_a_rounding_error():
+    assert stats.cv([0.1, 0.1, 0.1]) == 0.0
+
+
 def test_per_case_summarizes_each_case_with_samples_in_order():
     got = stats.per_case({"b": [3.0, 1.0, 2.0], "empty": [], "a": [4.0]})
     assert list(got) == ["b", "a"]
