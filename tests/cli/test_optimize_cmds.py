@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from support.bundles import KERNEL, kernel_copy, vecadd_bundle  # noqa: E402
+from support.bundles import (  # noqa: E402
+    KERNEL,
+    VECADD_CASES,
+    kernel_copy,
+    sleep_bundle,
+    vecadd_bundle,
+)
 from support.scripted_provider import ScriptedProvider, set_block  # noqa: E402
 
 from cli.main import main  # noqa: E402
@@ -62,9 +68,12 @@ def _args(
 @pytest.mark.slow
 def test_optimize_prints_the_result_and_show_report_replay_read_it_back(tmp_path, scripted):
     scripted.append(set_block(256))
+    # samples fixed by BLOCK_SIZE: c001 wins however busy the machine is
+    bundle = sleep_bundle(tmp_path / "bundle", sleep_s=0, cases=VECADD_CASES)
     r = _invoke(
         _args(
             tmp_path,
+            bundle=bundle,
             extra=["--provider", "scripted", "--max-rounds", "1", "--candidates-per-round", "1"],
         )
     )

@@ -34,7 +34,19 @@ def vecadd_bundle(
 ) -> Path:
     """A copy of tests/fixtures/vecadd_bundle; `harness_append` is added to harness.py (so it can
     redefine a function), `replace` edits it in place."""
-    root = Path(shutil.copytree(FIXTURES / "vecadd_bundle", dest))
+    return _copy("vecadd_bundle", dest, harness_append, replace, cases, budget)
+
+
+def _copy(
+    fixture: str,
+    dest: Path,
+    harness_append: str = "",
+    replace: tuple[str, str] | None = None,
+    cases: list | None = None,
+    budget: dict | None = None,
+    environment: dict[str, str] | None = None,
+) -> Path:
+    root = Path(shutil.copytree(FIXTURES / fixture, dest))
     harness = root / "harness.py"
     text = harness.read_text()
     if replace is not None:
@@ -45,6 +57,10 @@ def vecadd_bundle(
         (root / "cases.json").write_text(json.dumps(cases))
     if budget is not None:
         (root / "budget.json").write_text(json.dumps(budget))
+    if environment:
+        target = json.loads((root / "target.json").read_text())
+        target["environment"] = {**target.get("environment", {}), **environment}
+        (root / "target.json").write_text(json.dumps(target))
     return root
 
 
@@ -55,7 +71,19 @@ def kernel_copy(dest_dir: Path, text: str | None = None) -> Path:
     return k
 
 
-def sleep_bundle(dest: Path) -> Path:
+def sleep_bundle(
+    dest: Path,
+    *,
+    sleep_s: float | None = None,
+    cases: list | None = None,
+    harness_append: str = "",
+) -> Path:
     """A copy of tests/fixtures/sleep_bundle: real builds and verifications of the vecadd kernel,
-    a benchmark that sleeps a fixed time and returns samples fixed by BLOCK_SIZE."""
-    return Path(shutil.copytree(FIXTURES / "sleep_bundle", dest))
+    a benchmark that sleeps a fixed time (`sleep_s`, default the harness's) and returns samples
+    fixed by BLOCK_SIZE. Tests whose assertions follow from decisions use it so that a busy
+    machine cannot change a decision."""
+    env = None if sleep_s is None else {"SLEEP_HARNESS_S": str(sleep_s)}
+    return _copy("sleep_bundle", dest, harness_append, cases=cases, environment=env)
+
+
+VECADD_CASES = json.loads((FIXTURES / "vecadd_bundle" / "cases.json").read_text())

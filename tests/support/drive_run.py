@@ -24,7 +24,7 @@ _TESTS = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(_TESTS.parent), str(_TESTS)]
 
 from optimizer.run import lifecycle  # noqa: E402
-from support.bundles import sleep_bundle  # noqa: E402
+from support.bundles import VECADD_CASES, sleep_bundle  # noqa: E402
 from support.runner import request  # noqa: E402
 from support.scripted_provider import ScriptedProvider, set_block  # noqa: E402
 
@@ -84,6 +84,9 @@ if __name__ == "__main__":
     if "--parallel" in sys.argv:
         req, script = parallel_request(tmp), ROUND8
     else:
-        req, script = request(tmp, flags=FLAGS), SCRIPT
+        # samples fixed by BLOCK_SIZE: the decisions, and so the events the tests stop at, are
+        # the same however busy the machine is
+        bundle = sleep_bundle(tmp / "bundle", sleep_s=0, cases=VECADD_CASES)
+        req, script = request(tmp, bundle=bundle, flags=FLAGS), SCRIPT
     result = lifecycle.optimize(req, provider=ScriptedProvider(list(script)), observer=observer)
     sys.exit(result.exit_code)
