@@ -296,6 +296,8 @@ def load(paths: BundlePaths) -> Bundle:
 def read_kernel(path: Path) -> str:
     """The user's kernel: one complete Python source file that parses."""
     p = Path(path)
+    if p.is_dir():
+        raise BundleError(f"kernel {p} is a directory; give --kernel one Python file")
     if not p.is_file():
         raise BundleError(f"kernel not found at {p}")
     text = _read_text(p, "kernel")

@@ -395,6 +395,7 @@ def optimize(
     observer: Observer | None = None,
 ) -> RunResult:
     """Validate and freeze the bundle, measure the baseline, run the loop; returns the result."""
+    read_kernel(request.kernel)  # a kernel that is not one Python file is named as such first
     with Workspace() as ws:
         # a winner that could not be committed is refused before anything is written, the store too
         snapshot = _vcs_snapshot(request, ws.scratch_dir)

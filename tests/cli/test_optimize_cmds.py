@@ -158,6 +158,13 @@ def test_a_missing_kernel_is_refused(tmp_path):
     )
 
 
+@pytest.mark.parametrize("commit", [["--no-commit-winner"], []])
+def test_a_kernel_that_is_a_directory_is_refused_as_one(tmp_path, commit):
+    folder = kernel_copy(tmp_path / "src").parent
+    args = [a for a in _args(tmp_path, kernel=folder) if a != "--no-commit-winner"] + commit
+    _fails(args, f"kernel {folder} is a directory; give --kernel one Python file", tmp_path)
+
+
 def test_the_tlx_intra_kernel_proton_flag_is_accepted_and_says_what_is_not_collected(tmp_path):
     args = _args(tmp_path, kernel=tmp_path / "nope.py", extra=["--diagnostic-proton-intra-kernel"])
     r = _invoke(args)
