@@ -15,8 +15,10 @@ Invariants:
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -314,10 +316,32 @@ def read_kernel(path: Path) -> str:
 FLAG_DEFAULTS: dict[str, float | int] = TLX_DEFAULT_THRESHOLDS.model_dump()
 
 
+def _flag(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
+def check_flags(flags: Mapping[str, float | int | None]) -> None:
+    """Refuse (BundleError, one line naming the flag) a budget flag given a value that is not a
+    finite number within its bounds, each flag on its own: whether budget.json overrides it
+    or not, an invalid value given on the command line is an error."""
+    for name, value in flags.items():
+        if value is None or name not in FLAG_DEFAULTS:
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise BundleError(f"{_flag(name)} must be a finite number, got {value:g}")
+        try:
+            Thresholds.model_validate({**FLAG_DEFAULTS, name: value})
+        except ValidationError:
+            bound = "at least 1" if name == "min_speedup" else "greater than 0"
+            raise BundleError(f"{_flag(name)} must be {bound} (got {value})") from None
+
+
 def budget_overrides(flags: dict[str, float | int | None], paths: BundlePaths) -> list[str]:
     """One line for each flag given on the command line that the bundle's budget.json overrides
     with another value (docs/CONTRACT.md: budget.json wins), so a user is not left wondering why
-    --max-rounds 3 ran twelve rounds. Reads budget.json; its errors are the bundle's."""
+    --max-rounds 3 ran twelve rounds. Reads budget.json; its errors are the bundle's. The flags
+    are checked first (check_flags): an invalid one is refused, not overridden."""
+    check_flags(flags)
     if paths.budget is None:
         return []
     budget = parse_budget(_read_json(paths.budget, BUDGET)).model_dump(exclude_none=True)
@@ -333,20 +357,13 @@ def resolve_thresholds(
     flags: dict[str, float | int | None], budget: BudgetFile | None
 ) -> Thresholds:
     """Flags (None = default), then budget.json on top (docs/CONTRACT.md: budget.json overrides the flag)."""
+    check_flags(flags)  # each flag on its own, before budget.json is applied
     values: dict[str, Any] = {
         k: (flags.get(k) if flags.get(k) is not None else d) for k, d in FLAG_DEFAULTS.items()
     }
     if budget is not None:
-        values.update(budget.model_dump(exclude_none=True))
-    try:
-        return Thresholds.model_validate(values)
-    except ValidationError as e:
-        first = e.errors()[0]
-        field = str(first["loc"][0])
-        bound = "at least 1" if field == "min_speedup" else "greater than 0"
-        raise BundleError(
-            f"--{field.replace('_', '-')} must be {bound} (got {first.get('input')})"
-        ) from None
+        values.update(budget.model_dump(exclude_none=True))  # budget.json's own bounds hold
+    return Thresholds.model_validate(values)
 
 
 # ---- freezing -------------------------------------------------------------------------------
