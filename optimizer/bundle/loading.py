@@ -7,7 +7,8 @@ Invariants:
   are kept and ignored.
 - A frozen bundle is a private read-only copy in the run's workspace. The sha256 of every file
   (the user's originals and the copy) is recorded at freeze time and `check()` re-hashes them:
-  any difference raises BundleChangedError naming the file.
+  any difference raises BundleChangedError naming the file. `watched_paths` (those files and the
+  user's kernel) are what the loop hashes around every proposal.
 - `bundle_digest` (the bundle's identity in measurement keys) covers every file that can change
   what is measured; budget.json is frozen and checked but is not part of the identity.
 """
@@ -432,6 +433,16 @@ class FrozenBundle:
                     raise BundleChangedError(
                         f"{where}{name} changed during the run ({path}); the run stops"
                     )
+
+    @property
+    def watched_paths(self) -> list[Path]:
+        """Every file a run must not see change: the user's bundle files, their private copy
+        and the user's kernel (hashed around every proposal, optimizer.run.loop)."""
+        return [
+            *self._originals.values(),
+            *(self.root / name for name in self.files),
+            self.kernel_path,
+        ]
 
     def kernel_changed(self) -> bool:
         """Whether the user's kernel file differs from what the run started from."""
