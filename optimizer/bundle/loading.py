@@ -7,7 +7,7 @@ Invariants:
   are kept and ignored.
 - A frozen bundle is a private read-only copy in the run's workspace. The sha256 of every file
   (the user's originals and the copy) is recorded at freeze time and `check()` re-hashes them:
-  any difference raises BundleChangedError naming the file. `watched_paths` (those files and the
+  any difference raises BundleChangedError naming the file. `watched` (those files and the
   user's kernel) are what the loop hashes around every proposal.
 - `bundle_digest` (the bundle's identity in measurement keys) covers every file that can change
   what is measured; budget.json is frozen and checked but is not part of the identity.
@@ -435,14 +435,15 @@ class FrozenBundle:
                     )
 
     @property
-    def watched_paths(self) -> list[Path]:
-        """Every file a run must not see change: the user's bundle files, their private copy
-        and the user's kernel (hashed around every proposal, optimizer.run.loop)."""
-        return [
-            *self._originals.values(),
-            *(self.root / name for name in self.files),
-            self.kernel_path,
-        ]
+    def watched(self) -> dict[Path, str]:
+        """Every file a run must not see change, with how a message names it: the user's bundle
+        files, their private copy and the user's kernel (hashed around every proposal,
+        optimizer.run.loop)."""
+        return {
+            **{path: name for name, path in self._originals.items()},
+            **{self.root / name: f"the private copy of {name}" for name in self.files},
+            self.kernel_path: f"the kernel {self.kernel_path.name}",
+        }
 
     def kernel_changed(self) -> bool:
         """Whether the user's kernel file differs from what the run started from."""

@@ -416,7 +416,7 @@ class RunLoop:
 
     def _propose(self, nxt: Next) -> None:
         self.s.frozen.check()
-        before = file_guard.hash_paths(self.s.frozen.watched_paths)
+        before = file_guard.hash_paths(self.s.frozen.watched)
         ctx = build_context(
             shared=self.link.shared(),
             state=self.state,
@@ -455,9 +455,8 @@ class RunLoop:
         (blocking `files:changed`, so the policy rejects it unmeasured) and stops the run
         (BundleChangedError: bundle_changed, no winner). tlxdb restores nothing: it never
         writes the user's files."""
-        changed = file_guard.changed_paths(
-            before, file_guard.hash_paths(self.s.frozen.watched_paths)
-        )
+        watched = {str(path): label for path, label in self.s.frozen.watched.items()}
+        changed = file_guard.changed_paths(before, file_guard.hash_paths(watched))
         if not changed:
             return
         while_ = f"while {cid} was being proposed" if cid else "while the provider was proposing"
@@ -481,7 +480,8 @@ class RunLoop:
             )
             self.append(*flags, *([] if decided else self._decision_events(cid, refusal)))
             self.ingest()
-        raise BundleChangedError(f"{changed[0]} changed {while_}; the run stops")
+        first = changed[0]
+        raise BundleChangedError(f"{watched[first]} changed {while_} ({first}); the run stops")
 
     def _device(self) -> DeviceInfo:
         assert self.state.started is not None

@@ -155,9 +155,15 @@ def test_command_agent_writing_a_faster_candidate_is_promoted(tmp_path):
     ] == [Outcome.PROMOTED]
 
 
-@pytest.mark.parametrize("edited", ["tamper-src/vecadd_kernel.py", "tamper-bundle/harness.py"])
+@pytest.mark.parametrize(
+    ("edited", "named"),
+    [
+        ("tamper-src/vecadd_kernel.py", "the kernel vecadd_kernel.py"),
+        ("tamper-bundle/harness.py", "harness.py"),
+    ],
+)
 def test_an_agent_editing_the_users_kernel_or_bundle_while_proposing_is_flagged_and_stops_the_run(
-    tmp_path, edited
+    tmp_path, edited, named
 ):
     victim = (tmp_path / edited).resolve()
     script = tmp_path / "agent.py"
@@ -186,7 +192,9 @@ def test_an_agent_editing_the_users_kernel_or_bundle_while_proposing_is_flagged_
     assert not [e for e in evs if isinstance(e, BuildFinished) and e.candidate_id == "c001"]
     [finished] = [e for e in evs if isinstance(e, RunFinished)]
     assert not finished.success and finished.winner_id is None
-    assert finished.detail == f"{victim} changed while c001 was being proposed; the run stops"
+    assert finished.detail == (
+        f"{named} changed while c001 was being proposed ({victim}); the run stops"
+    )
 
 
 def test_a_failing_command_agent_is_recorded_and_the_run_ends_without_a_winner(tmp_path):
