@@ -455,8 +455,9 @@ class RunLoop:
         (blocking `files:changed`, so the policy rejects it unmeasured) and stops the run
         (BundleChangedError: bundle_changed, no winner). tlxdb restores nothing: it never
         writes the user's files."""
-        watched = {str(path): label for path, label in self.s.frozen.watched.items()}
+        watched = self.s.frozen.watched
         changed = file_guard.changed_paths(before, file_guard.hash_paths(watched))
+        names = {str(path): label for path, label in watched.items()}
         if not changed:
             return
         while_ = f"while {cid} was being proposed" if cid else "while the provider was proposing"
@@ -481,7 +482,7 @@ class RunLoop:
             self.append(*flags, *([] if decided else self._decision_events(cid, refusal)))
             self.ingest()
         first = changed[0]
-        raise BundleChangedError(f"{watched[first]} changed {while_} ({first}); the run stops")
+        raise BundleChangedError(f"{names[first]} changed {while_} ({first}); the run stops")
 
     def _device(self) -> DeviceInfo:
         assert self.state.started is not None
