@@ -322,18 +322,21 @@ def _case_events(exp_id: str, i: int, case: Any, f: _Fields, phase: Phase) -> li
 
 def _decision(item: dict[str, Any], status: str, evidence: list[Event], f: _Fields) -> DecisionMade:
     """The recorded status as a decision, unless the evidence contradicts a promotion: a
-    promoted experiment none of whose cases verified, or that was never timed, is imported as
-    rejected with the reason."""
+    promoted experiment any of whose cases failed verification, or that was never timed, is
+    imported as rejected with the reason (naming the failed cases)."""
     exp_id = str(item["experiment_id"])
     outcome = _OUTCOMES[status]
     reason = f.text(item, "diagnostics") or f"TLX agent status: {status}"
     speedup = f.number(f.object(item, "performance"), "aggregate_speedup", "aggregate_speedup")
     if status == "promoted":
-        verified = [e.passed for e in evidence if isinstance(e, CaseVerified)]
+        verified = [e for e in evidence if isinstance(e, CaseVerified)]
+        failed = list(dict.fromkeys(e.case_id for e in verified if not e.passed))
         timed = any(isinstance(e, BenchmarkSampled) for e in evidence)
         why = (
             "no case passed verification"
-            if not any(verified)
+            if not any(e.passed for e in verified)
+            else f"case{'s' if len(failed) > 1 else ''} {', '.join(failed)} failed verification"
+            if failed
             else "no case was timed"
             if not timed
             else ""

@@ -7,7 +7,8 @@ Invariants:
   are kept and ignored.
 - A frozen bundle is a private read-only copy in the run's workspace. The sha256 of every file
   (the user's originals and the copy) is recorded at freeze time and `check()` re-hashes them:
-  any difference raises BundleChangedError naming the file.
+  any difference raises BundleChangedError naming the file. `watched` (those files and the
+  user's kernel) are what the loop hashes around every proposal.
 - `bundle_digest` (the bundle's identity in measurement keys) covers every file that can change
   what is measured; budget.json is frozen and checked but is not part of the identity.
 """
@@ -15,8 +16,10 @@ Invariants:
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -296,6 +299,8 @@ def load(paths: BundlePaths) -> Bundle:
 def read_kernel(path: Path) -> str:
     """The user's kernel: one complete Python source file that parses."""
     p = Path(path)
+    if p.is_dir():
+        raise BundleError(f"kernel {p} is a directory; give --kernel one Python file")
     if not p.is_file():
         raise BundleError(f"kernel not found at {p}")
     text = _read_text(p, "kernel")
@@ -312,10 +317,32 @@ def read_kernel(path: Path) -> str:
 FLAG_DEFAULTS: dict[str, float | int] = TLX_DEFAULT_THRESHOLDS.model_dump()
 
 
+def _flag(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
+def check_flags(flags: Mapping[str, float | int | None]) -> None:
+    """Refuse (BundleError, one line naming the flag) a budget flag given a value that is not a
+    finite number within its bounds, each flag on its own: whether budget.json overrides it
+    or not, an invalid value given on the command line is an error."""
+    for name, value in flags.items():
+        if value is None or name not in FLAG_DEFAULTS:
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise BundleError(f"{_flag(name)} must be a finite number, got {value:g}")
+        try:
+            Thresholds.model_validate({**FLAG_DEFAULTS, name: value})
+        except ValidationError:
+            bound = _BOUNDS.get(name, "must be greater than 0")
+            raise BundleError(f"{_flag(name)} {bound} (got {value})") from None
+
+
 def budget_overrides(flags: dict[str, float | int | None], paths: BundlePaths) -> list[str]:
     """One line for each flag given on the command line that the bundle's budget.json overrides
     with another value (docs/CONTRACT.md: budget.json wins), so a user is not left wondering why
-    --max-rounds 3 ran twelve rounds. Reads budget.json; its errors are the bundle's."""
+    --max-rounds 3 ran twelve rounds. Reads budget.json; its errors are the bundle's. The flags
+    are checked first (check_flags): an invalid one is refused, not overridden."""
+    check_flags(flags)
     if paths.budget is None:
         return []
     budget = parse_budget(_read_json(paths.budget, BUDGET)).model_dump(exclude_none=True)
@@ -331,26 +358,18 @@ def resolve_thresholds(
     flags: dict[str, float | int | None], budget: BudgetFile | None
 ) -> Thresholds:
     """Flags (None = default), then budget.json on top (docs/CONTRACT.md: budget.json overrides the flag)."""
+    check_flags(flags)  # each flag on its own, before budget.json is applied
     values: dict[str, Any] = {
         k: (flags.get(k) if flags.get(k) is not None else d) for k, d in FLAG_DEFAULTS.items()
     }
     if budget is not None:
-        values.update(budget.model_dump(exclude_none=True))
-    try:
-        return Thresholds.model_validate(values)
-    except ValidationError as e:
-        first = e.errors()[0]
-        raise BundleError(f"{threshold_error(e)} (got {first.get('input')})") from None
+        values.update(budget.model_dump(exclude_none=True))  # budget.json's own bounds hold
+    return Thresholds.model_validate(values)
 
 
 _BOUNDS = {"min_speedup": "must be at least 1", "max_cv": "must not be negative"}
-
-
-def threshold_error(e: ValidationError) -> str:
-    """The flag a Thresholds validation error is about, and its bound: "--max-cv must not be
-    negative" (max_cv 0 admits only constant samples, as in the TLX agent)."""
-    field = str(e.errors()[0]["loc"][0])
-    return f"--{field.replace('_', '-')} {_BOUNDS.get(field, 'must be greater than 0')}"
+"""Each threshold's bound where it is not "greater than 0" (max_cv 0 admits only constant
+samples, as in the TLX agent)."""
 
 
 # ---- freezing -------------------------------------------------------------------------------
@@ -419,6 +438,17 @@ class FrozenBundle:
                     raise BundleChangedError(
                         f"{where}{name} changed during the run ({path}); the run stops"
                     )
+
+    @property
+    def watched(self) -> dict[Path, str]:
+        """Every file a run must not see change, with how a message names it: the user's bundle
+        files, their private copy and the user's kernel (hashed around every proposal,
+        optimizer.run.loop)."""
+        return {
+            **{path: name for name, path in self._originals.items()},
+            **{self.root / name: f"the private copy of {name}" for name in self.files},
+            self.kernel_path: f"the kernel {self.kernel_path.name}",
+        }
 
     def kernel_changed(self) -> bool:
         """Whether the user's kernel file differs from what the run started from."""

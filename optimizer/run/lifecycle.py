@@ -52,7 +52,7 @@ from optimizer.run.devices import DevicePool
 from optimizer.run.folder import OutputFolder, write_atomic
 from optimizer.run.lease import run_lease
 from optimizer.run.loop import Ceilings, Observer, RunLoop, Setup
-from optimizer.run.workspace import Workspace
+from optimizer.run.workspace import Workspace, remove_recorded
 from optimizer.vcs import commit as vcs
 from optimizer.vcs.commit import VcsSnapshot
 from tlxstore.config import StoreRef, settings
@@ -395,10 +395,12 @@ def optimize(
     observer: Observer | None = None,
 ) -> RunResult:
     """Validate and freeze the bundle, measure the baseline, run the loop; returns the result."""
+    read_kernel(request.kernel)  # a kernel that is not one Python file is named as such first
     with Workspace() as ws:
         # a winner that could not be committed is refused before anything is written, the store too
         snapshot = _vcs_snapshot(request, ws.scratch_dir)
-        store = open_store(request.store)  # a damaged or unwritable store: refused before any work
+        # a damaged or unwritable store is refused before any work
+        store = open_store(request.store)
         store.check_writable()
         prep = prepare(request.kernel, request.bundle, request.flags, request.arch, ws)
         prep.use_devices(request.devices)
@@ -418,6 +420,7 @@ def optimize(
         _validate_run(run, prep, out, request.strict_validation)
         out.mkdir(parents=True, exist_ok=True)
         with run_lease(out, run_id):
+            ws.record(out)  # for a resume to remove, should this process be killed
             shutil.move(str(run.log.path), str(setup.output.log_path))
             write_atomic(setup.output.root / REQUEST_FILE, request.model_dump_json(indent=2) + "\n")
             if snapshot is not None:
@@ -521,7 +524,9 @@ def _resume_held(
         )
     # python mode: the store field's validator makes a Path, which JSON mode would refuse
     request = RunRequest.model_validate(json.loads((out / REQUEST_FILE).read_text()))
+    remove_recorded(out)  # the workspace of the writer that was killed: it is gone (the lease)
     with Workspace() as ws:
+        ws.record(out)
         prep = prepare(
             request.kernel, request.bundle, request.flags, request.arch, ws, started.thresholds
         )

@@ -33,6 +33,7 @@ from optimizer.bundle.loading import BundleChangedError, FrozenBundle
 from optimizer.decision import kernel, policy, stats
 from optimizer.decision.identity import source_hashes
 from optimizer.evaluation.evaluator import Evaluator
+from optimizer.evaluation.guards import files as file_guard
 from optimizer.evaluation.ncu_child import NcuProfiler
 from optimizer.evaluation.requests import EvalRequest
 from optimizer.providers.base import Proposal, Provider, ProviderError, SearchExhausted
@@ -56,6 +57,7 @@ from tlxstore.events import (
     ExclusionRecorded,
     FailureKind,
     InfrastructureFailed,
+    IntegrityFlagged,
     Outcome,
     Phase,
     RunFinished,
@@ -414,6 +416,7 @@ class RunLoop:
 
     def _propose(self, nxt: Next) -> None:
         self.s.frozen.check()
+        before = file_guard.hash_paths(self.s.frozen.watched)
         ctx = build_context(
             shared=self.link.shared(),
             state=self.state,
@@ -437,18 +440,56 @@ class RunLoop:
                     diagnostics=e.message,
                 )
             )
+            self._refuse_changed_files(before, None)
             return
         if isinstance(out, SearchExhausted):
+            self._refuse_changed_files(before, None)
             self._exhausted = out.reason
             self._exhausted_as = out.stopping_reason
             return
-        self._record_proposal(out, ctx.parent_id, nxt.round)
+        self._refuse_changed_files(before, self._record_proposal(out, ctx.parent_id, nxt.round))
+
+    def _refuse_changed_files(self, before: dict[str, str], cid: str | None) -> None:
+        """After a proposal: a bundle file or the user's kernel that changed while the provider
+        was proposing (an agent runs with the user's rights) flags the proposed candidate
+        (blocking `files:changed`, so the policy rejects it unmeasured) and stops the run
+        (BundleChangedError: bundle_changed, no winner). tlxdb restores nothing: it never
+        writes the user's files."""
+        watched = self.s.frozen.watched
+        changed = file_guard.changed_paths(before, file_guard.hash_paths(watched))
+        names = {str(path): label for path, label in watched.items()}
+        if not changed:
+            return
+        while_ = f"while {cid} was being proposed" if cid else "while the provider was proposing"
+        if cid is not None:
+            flags = [
+                IntegrityFlagged(
+                    candidate_id=cid,
+                    guard="files:changed",
+                    detail=f"protected file {path} changed {while_}",
+                    blocking=True,
+                )
+                for path in changed
+            ]
+            # one batch with its decision (the policy's for a blocking flag): a kill cannot
+            # leave a flagged candidate undecided, which a resume would evaluate again
+            decided = self.state.candidates[cid].decision is not None  # a duplicate
+            refusal = DecisionMade(
+                candidate_id=cid,
+                outcome=Outcome.REJECTED,
+                reason=f"integrity guard {flags[0].guard}: {flags[0].detail}",
+            )
+            self.append(*flags, *([] if decided else self._decision_events(cid, refusal)))
+            self.ingest()
+        first = changed[0]
+        raise BundleChangedError(f"{names[first]} changed {while_} ({first}); the run stops")
 
     def _device(self) -> DeviceInfo:
         assert self.state.started is not None
         return self.state.started.device
 
-    def _record_proposal(self, p: Proposal, parent_id: str, round_: int) -> None:
+    def _record_proposal(self, p: Proposal, parent_id: str, round_: int) -> str:
+        """Record a proposal under the next candidate id, and return that id."""
         cid = self._next_id()
         raw, norm = source_hashes(p.source)
         fields = p.model_dump(exclude={"source"})
@@ -479,6 +520,7 @@ class RunLoop:
         self.append(*events)
         if len(events) > 2 or events[-1] is not proposal:
             self.ingest()
+        return cid
 
     def _duplicate_events(self, cid: str, raw: str, norm: str, in_store: bool) -> list[Event]:
         """A replayed proposal re-measures history on purpose: it is deduplicated only in this run."""
@@ -574,8 +616,14 @@ class RunLoop:
         cid = nxt.candidate_id
         assert cid is not None
         self._profile_kernels(cid)  # ncu and the roofline, before the decision
-        c = self.state.candidates[cid]
         decision = policy.decide(self.state, cid, self.s.thresholds, *self._weights())
+        self.append(*self._decision_events(cid, decision))
+        self.ingest()
+
+    def _decision_events(self, cid: str, decision: DecisionMade) -> list[Event]:
+        """The decision, and the exclusion a rejected or failed candidate gets (unless it failed
+        for the infrastructure's sake)."""
+        c = self.state.candidates[cid]
         events: list[Event] = [decision]
         if decision.outcome in (Outcome.REJECTED, Outcome.FAILED) and not infrastructure_failed(c):
             events.append(
@@ -587,8 +635,7 @@ class RunLoop:
                     hypothesis=c.proposal.hypothesis,
                 )
             )
-        self.append(*events)
-        self.ingest()
+        return events
 
     def _profile_kernels(self, cid: str, finalist: bool = False) -> None:
         """ncu (the set optimizer.decision.kernel.profiling_level names) and the roofline of an

@@ -9,12 +9,12 @@ recorded decisions.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from optimizer.bundle.loading import threshold_error
+from optimizer.bundle.loading import check_flags
 from optimizer.decision import policy
 from optimizer.run.loop import interrupted
-from tlxstore.errors import ConfigError, UnknownRunError
+from tlxstore.errors import UnknownRunError
 from tlxstore.events import BASELINE_ID, DecisionMade, Envelope, Outcome, Phase, Thresholds
 from tlxstore.fold import RunState, fold
 
@@ -52,10 +52,8 @@ def redecide(
         raise UnknownRunError("the run has no start record; nothing to replay")
     started = recorded.started
     changes = {k: v for k, v in (("min_speedup", min_speedup), ("max_cv", max_cv)) if v is not None}
-    try:
-        thresholds = Thresholds.model_validate({**started.thresholds.model_dump(), **changes})
-    except ValidationError as e:
-        raise ConfigError(threshold_error(e)) from None
+    check_flags(changes)  # finite and within the bounds optimize holds them to
+    thresholds = Thresholds.model_validate({**started.thresholds.model_dump(), **changes})
     weights = started.case_weights or {
         case: 1.0 for case in recorded.candidates[BASELINE_ID].samples_by_case(Phase.VALIDATION)
     }

@@ -136,6 +136,9 @@ def test_optimize_prints_the_result_and_show_report_replay_read_it_back(tmp_path
     replayed = json.loads(strict.stdout)
     assert replayed["decisions"][0]["replayed"] == "rejected" and replayed["replayed_best"] is None
     assert replayed["recorded_best"] == "c001"
+    endless = _invoke(["replay", run_id, "--store", str(tmp_path / "s.duckdb"), "--max-cv", "inf"])
+    assert endless.exit_code == 1
+    assert endless.stderr.strip() == "Error: --max-cv must be a finite number, got inf"
 
 
 @pytest.mark.slow
@@ -165,6 +168,13 @@ def test_a_missing_kernel_is_refused(tmp_path):
         f"kernel not found at {tmp_path / 'nope.py'}",
         tmp_path,
     )
+
+
+@pytest.mark.parametrize("commit", [["--no-commit-winner"], []])
+def test_a_kernel_that_is_a_directory_is_refused_as_one(tmp_path, commit):
+    folder = kernel_copy(tmp_path / "src").parent
+    args = [a for a in _args(tmp_path, kernel=folder) if a != "--no-commit-winner"] + commit
+    _fails(args, f"kernel {folder} is a directory; give --kernel one Python file", tmp_path)
 
 
 def test_the_tlx_intra_kernel_proton_flag_is_accepted_and_says_what_is_not_collected(tmp_path):
@@ -265,6 +275,45 @@ def test_an_unreadable_bundle_file_is_refused(tmp_path):
 )
 def test_a_negative_max_cv_or_a_non_positive_budget_flag_is_refused(tmp_path, flag, value, message):
     _fails(_args(tmp_path, extra=[flag, value]), message, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--max-total-seconds", "inf"),
+        ("--max-total-seconds", "nan"),
+        ("--max-candidate-seconds", "inf"),
+        ("--min-speedup", "nan"),
+        ("--max-cv", "-inf"),
+    ],
+)
+def test_a_flag_that_is_not_a_finite_number_is_refused_naming_it(tmp_path, flag, value):
+    _fails(
+        _args(tmp_path, extra=[flag, value]),
+        f"{flag} must be a finite number, got {value}",
+        tmp_path,
+    )
+
+
+def test_validate_refuses_a_flag_that_is_not_a_finite_number(tmp_path):
+    bundle, kernel = vecadd_bundle(tmp_path / "bundle"), kernel_copy(tmp_path / "src")
+    r = _invoke(
+        ["validate", "--kernel", str(kernel), "--bundle", str(bundle)]
+        + ["--max-total-seconds", "inf"]
+    )
+    assert r.exit_code == 1
+    assert r.stderr.strip() == "Error: --max-total-seconds must be a finite number, got inf"
+
+
+def test_an_invalid_flag_is_refused_even_where_budget_json_overrides_it(tmp_path):
+    bundle = vecadd_bundle(tmp_path / "bundle", budget={"max_total_seconds": 30, "max_rounds": 1})
+    _fails(
+        _args(tmp_path, bundle=bundle, extra=["--max-total-seconds", "-5"]),
+        "--max-total-seconds must be greater than 0 (got -5.0)",
+        tmp_path,
+    )
+    r = _invoke(_args(tmp_path, bundle=bundle, extra=["--max-total-seconds", "-5"]))
+    assert "note:" not in r.stderr  # refused, not "overridden by budget.json"
 
 
 def test_an_arch_that_does_not_match_the_device_is_refused(tmp_path):

@@ -70,6 +70,17 @@ def test_a_wrong_typed_field_is_refused_with_the_field_named(tmp_path, edit, mes
     assert not store.exists() or Store(store).query("SELECT run_id FROM runs").num_rows == 0
 
 
+def _decision(store: Path, candidate_id: str) -> DecisionMade:
+    s = Store(store)
+    [run_id] = s.query("SELECT run_id FROM runs").column("run_id").to_pylist()
+    [d] = [
+        e.event
+        for e in s.run_envelopes(run_id)
+        if isinstance(e.event, DecisionMade) and e.event.candidate_id == candidate_id
+    ]
+    return d
+
+
 def _all_failed(item):
     item["performance"]["aggregate_speedup"] = 1e308
     for case in item["performance"]["cases"]:
@@ -79,16 +90,24 @@ def _all_failed(item):
 def test_a_promotion_whose_cases_all_failed_verification_imports_as_rejected(tmp_path):
     r, store = _import(tmp_path, _folder(tmp_path, _all_failed))
     assert r.exit_code == 0, r.stderr
-    s = Store(store)
-    [run_id] = s.query("SELECT run_id FROM runs").column("run_id").to_pylist()
-    [d] = [
-        e.event
-        for e in s.run_envelopes(run_id)
-        if isinstance(e.event, DecisionMade) and e.event.candidate_id == "r001-c000"
-    ]
+    d = _decision(store, "r001-c000")
     assert d.outcome == Outcome.REJECTED and d.speedup is None
     assert d.reason == (
         "TLX agent status promoted, contradicted by its evidence: no case passed verification"
+    )
+
+
+def test_a_promotion_with_one_case_that_failed_verification_imports_as_rejected_naming_it(
+    tmp_path,
+):
+    r, store = _import(
+        tmp_path, _folder(tmp_path, lambda it: _case(it, 1)["verification"].update(passed=False))
+    )
+    assert r.exit_code == 0, r.stderr
+    d = _decision(store, "r001-c000")
+    assert d.outcome == Outcome.REJECTED and d.speedup is None
+    assert d.reason == (
+        "TLX agent status promoted, contradicted by its evidence: case large failed verification"
     )
 
 
@@ -96,11 +115,5 @@ def test_a_promotion_whose_cases_all_failed_verification_imports_as_rejected(tmp
 def test_the_newer_tlx_statuses_import_as_not_promoted(tmp_path, status):
     r, store = _import(tmp_path, _folder(tmp_path, lambda it: it.update(status=status)))
     assert r.exit_code == 0, r.stderr
-    s = Store(store)
-    [run_id] = s.query("SELECT run_id FROM runs").column("run_id").to_pylist()
-    [d] = [
-        e.event
-        for e in s.run_envelopes(run_id)
-        if isinstance(e.event, DecisionMade) and e.event.candidate_id == "r001-c000"
-    ]
+    d = _decision(store, "r001-c000")
     assert d.outcome == Outcome.REJECTED and d.reason == f"TLX agent status: {status}"

@@ -13,7 +13,7 @@ from support.scripted_provider import ScriptedProvider, set_block
 from optimizer.providers.base import ProviderContext, Recorder
 from optimizer.reporting.result import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 from optimizer.run import lifecycle
-from tlxstore.events import RunFinished, StoppingReason
+from tlxstore.events import Outcome, RunFinished, StoppingReason
 from tlxstore.fold import fold
 from tlxstore.runlog import read_envelopes
 
@@ -37,13 +37,14 @@ def test_a_bundle_file_changed_during_the_run_stops_it_with_the_file_named(tmp_p
     result = lifecycle.optimize(req, provider=provider)
     assert result.exit_code == EXIT_BAD_INPUT
     assert result.stopping_reason == StoppingReason.BUNDLE_CHANGED
-    assert result.detail.startswith(
-        f"cases.json changed during the run ({req.bundle.cases}); the run stops"
+    assert result.detail == (
+        f"cases.json changed while c001 was being proposed ({req.bundle.cases}); the run stops"
     )
     state = fold(read_envelopes(req.output_dir))
-    assert (
-        state.candidates["c001"].build is None
-    )  # stopped before evaluating anything under the new bundle
+    c001 = state.candidates["c001"]
+    assert c001.build is None  # stopped before evaluating anything under the new bundle
+    assert [(f.guard, f.blocking) for f in c001.flags] == [("files:changed", True)]
+    assert c001.decision.outcome == Outcome.REJECTED
     assert (req.output_dir / "result.json").exists()
 
 

@@ -3,12 +3,14 @@ with no lost and no repeated evaluation."""
 
 import os
 import signal
+from pathlib import Path
 
 import pytest
 from support.drive_run import SCRIPT, start_held
 from support.scripted_provider import ScriptedProvider
 
 from optimizer.run import lifecycle
+from optimizer.run.workspace import WORKSPACE_FILE
 from tlxstore.events import BenchmarkSampled, BuildFinished, Outcome, Phase, StoppingReason
 from tlxstore.fold import fold
 from tlxstore.runlog import read_envelopes
@@ -24,11 +26,15 @@ def test_a_run_killed_mid_candidate_resumes_and_finishes_without_lost_or_repeate
     log = tmp_path / "out" / "events.jsonl"
     before = read_envelopes(log)
     assert fold(before).finished is None
+    killed_workspace = Path((tmp_path / "out" / WORKSPACE_FILE).read_text().strip())
+    assert killed_workspace.parent == tmp_path and (killed_workspace / "bundle").is_dir()
 
     result = lifecycle.resume(
         str(tmp_path / "out"), tmp_path / "store.duckdb", provider=ScriptedProvider(list(SCRIPT))
     )
 
+    assert not killed_workspace.exists()  # the killed run's workspace was removed
+    assert not (tmp_path / "out" / WORKSPACE_FILE).exists()  # and so was the resume's own
     after = read_envelopes(log)
     assert after[: len(before)] == before  # nothing acknowledged was lost or rewritten
     state = fold(after)
