@@ -398,7 +398,8 @@ def optimize(
     with Workspace() as ws:
         # a winner that could not be committed is refused before anything is written, the store too
         snapshot = _vcs_snapshot(request, ws.scratch_dir)
-        store = open_store(request.store)  # a damaged or unwritable store is refused before any work
+        # a damaged or unwritable store is refused before any work
+        store = open_store(request.store)
         store.check_writable()
         prep = prepare(request.kernel, request.bundle, request.flags, request.arch, ws)
         prep.use_devices(request.devices)
