@@ -236,8 +236,8 @@ class TuneProvider:
                 if speedup is not None and (best is None or speedup > best[0]):
                     best = (speedup, pinned)
             if best is None:
-                return SearchExhausted(
-                    reason=f"tune: every autotune config of {choice.kernel} failed when pinned"
+                return _exhausted(
+                    space, f"every autotune config of {choice.kernel} failed when pinned"
                 ), space
             return best[1], self._find(best[1])
         return ctx.parent_source, space

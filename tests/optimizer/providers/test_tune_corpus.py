@@ -15,7 +15,13 @@ from conftest import make_context
 from cli.main import main
 from optimizer.evaluation.launches import observed_values, observing
 from optimizer.providers.base import Proposal, SearchExhausted
-from optimizer.providers.knobs import KnobOrigin, KnobRole, apply_knobs, find_knobs
+from optimizer.providers.knobs import (
+    KnobOrigin,
+    KnobRole,
+    apply_knobs,
+    find_knobs,
+    pin_autotune,
+)
 from optimizer.providers.tune import TuneProvider
 from tlxstore.events import KernelLaunch, KnobsUnreadable, StoppingReason
 
@@ -35,6 +41,7 @@ STYLES = {
     "heuristics_literal": "BLOCK",  # @triton.heuristics({"BLOCK": lambda args: 32})
     "heuristics_computed": "BLOCK_N",  # a computed heuristic: observed
     "autotune_list": "BLOCK_SIZE",  # @triton.autotune(configs=[...])
+    "autotune_generated": "BLOCK_SIZE_M",  # configs=get_autotune_configs(), a comprehension
     "launch_helper": "BLOCK",  # _launch(x, y, BLOCK=32)
     "autograd_class": "BLOCK",  # a local of a torch.autograd.Function's forward
     "two_kernels": "SCALE_BLOCK",  # two kernels in one file
@@ -60,7 +67,7 @@ def observe(style: str) -> list[KernelLaunch]:
     case = json.loads((CORPUS / style / "host" / "cases.json").read_text())[0]
     artifact = build(source, {})["artifact"]
     with observing() as seen:
-        if style != "autotune_list":
+        if not find_knobs(source).autotune_choices:
             assert verify(artifact, case)["passed"]
     return seen
 
@@ -167,3 +174,94 @@ def test_a_computed_problem_size_is_not_a_knob_nor_unreadable():
     kernel = next(iter(find_knobs(source).kernels))
     space = find_knobs(source, ((kernel, "n_cols", None), (kernel, "BLOCK", 128)))
     assert space.unreadable == [] and "n_cols" not in space.by_name()
+
+
+def test_a_generated_autotune_list_is_pinned_as_a_literal_config_the_interpreter_runs():
+    source = (CORPUS / "autotune_generated" / "kernel.py").read_text()
+    space = find_knobs(source)
+    (choice,) = space.autotune_choices
+    assert len(choice.configs) == 6  # 2 x 2 tiles x 2 (warps, stages), less the 32x32 tiles
+    assert {"BLOCK_SIZE_M", "BLOCK_SIZE_N", "GROUP_SIZE_M", "num_stages"} <= set(choice.configs[0])
+    assert space.knobs == [] and space.unreadable == []  # no num_warps inserted at the launch
+    index = next(i for i, c in enumerate(choice.configs) if c["BLOCK_SIZE_N"] == 32)
+    pinned = pin_autotune(source, "_matmul_kernel", index)
+    assert "configs=[triton.Config({'BLOCK_SIZE_M': 16, 'BLOCK_SIZE_N': 32" in pinned
+    knobs = find_knobs(pinned).by_name()
+    assert knobs["BLOCK_SIZE_N"].value == 32 and knobs["BLOCK_SIZE_N"].origin == KnobOrigin.AUTOTUNE
+    assert {"BLOCK_SIZE_M", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages"} <= set(knobs)
+    wider = apply_knobs(pinned, {"BLOCK_SIZE_M": 32})  # a config the list never had
+    build, verify, _ = make("matmul")
+    for tuned in (pinned, wider):
+        fn = build(tuned, {})["artifact"]
+        assert verify(fn, {"parameters": {"M": 48, "N": 40, "K": 24}})["passed"]
+
+
+LOOP_BUILT = """
+def get_autotune_configs():
+    configs = []
+    for bm in (16, 32):
+        configs.append(triton.Config({"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": 16,
+                                      "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 4}))
+    return configs
+"""
+
+
+def test_an_autotune_list_built_by_a_loop_is_unreadable_and_ends_the_search_so():
+    source = (CORPUS / "autotune_generated" / "kernel.py").read_text()
+    start = source.index("def get_autotune_configs")
+    rest = source[source.index("\n@triton.autotune(") + 1 :]
+    source = source[:start] + LOOP_BUILT.lstrip() + "\n\n" + rest
+    space = find_knobs(source)
+    assert space.knobs == [] and space.autotune_choices == []  # no num_warps at the launch
+    (line,) = space.unreadable
+    assert line.startswith("_matmul_kernel: its autotune configs are built at run time")
+    ctx = make_context(backend="cpu", parent_source=source, original_source=source)
+    recorded: list = []
+    out = TuneProvider().propose(ctx, recorded.append)
+    assert isinstance(out, SearchExhausted)
+    assert out.stopping_reason == StoppingReason.KNOBS_UNREADABLE
+    assert recorded[0].reasons == [line]
+
+
+PARAMETER_DICT = """import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scale_kernel(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Y + offs, tl.load(X + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+
+def _launch(x, y, cfg):
+    n = x.numel()
+    _scale_kernel[(triton.cdiv(n, cfg["BLOCK"]),)](x, y, n, **cfg)
+
+
+def scale(x):
+    y = torch.empty_like(x)
+    _launch(x, y, {"BLOCK": 128})
+    return y
+"""
+
+
+def test_an_observed_block_no_literal_sets_is_unreadable_with_the_reason():
+    """`k[grid](x, **cfg)` with cfg a parameter: the launch showed BLOCK=128, the source has no
+    literal tune can rewrite; the search must say so instead of ending `search_exhausted`."""
+    build, verify, _ = make("scale")
+    with observing() as seen:
+        assert verify(build(PARAMETER_DICT, {})["artifact"], {"parameters": {"n": 1000}})["passed"]
+    space = find_knobs(PARAMETER_DICT, observed_values(seen))
+    assert space.knobs == []
+    assert space.unreadable == [
+        "_scale_kernel.BLOCK: launched with BLOCK=128, but no literal in the source sets it "
+        "(the launch passes **cfg, which tune cannot trace to a literal)"
+    ]
+    assert find_knobs(PARAMETER_DICT).unreadable == []  # statically it is simply invisible
+    ctx = make_context(
+        backend="cpu", parent_source=PARAMETER_DICT, original_source=PARAMETER_DICT, launches=seen
+    )
+    out = TuneProvider().propose(ctx, lambda e: None)
+    assert isinstance(out, SearchExhausted)
+    assert out.stopping_reason == StoppingReason.KNOBS_UNREADABLE and "**cfg" in out.reason
