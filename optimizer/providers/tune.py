@@ -175,7 +175,7 @@ class TuneProvider:
         first; those of the next kernel once the first has no move left."""
         proposed = self._proposed.setdefault(ctx.run_id, set())
         knobs = space.by_name()
-        order = dominant_first(ctx.launches)
+        order = dominant_first(ctx.warm_launches or ctx.launches)
         kernels = sorted({knobs[n].kernel for n in names}, key=lambda k: _rank(order, k))
         for kernel in kernels:
             group = [n for n in names if knobs[n].kernel == kernel]
