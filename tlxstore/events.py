@@ -407,6 +407,9 @@ class LaunchesObserved(Event):
     candidate_id: str
     case_id: str
     launches: list[KernelLaunch]
+    # The verification it observed: the first (its launch times include the JIT compile and an
+    # autotuner's benchmarking) or the second (kernels already compiled: times of the run alone).
+    attempt: int = 1
 
 
 class KnobsUnreadable(Event):

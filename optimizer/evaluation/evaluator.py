@@ -633,7 +633,9 @@ class _Run:
             for attempt in range(first_attempt, first_attempt + repeats):
                 seed = self.ev._seed()
                 msg = {"op": "verify", "key": key, "case": _case_dict(case), "seed": seed}
-                reply = self._call({**msg, "observe": attempt == 1})
+                # the first verification says what the kernels are launched with; the second,
+                # compiled by then, how long each one runs
+                reply = self._call({**msg, "observe": attempt <= 2})
                 if not reply.get("ok"):
                     raise HarnessInvalidError(str(reply.get("error")))
                 passed = bool(reply["passed"])
@@ -655,6 +657,7 @@ class _Run:
                             candidate_id=self.cid,
                             case_id=case.case_id,
                             launches=[KernelLaunch(**x) for x in reply["launches"]],
+                            attempt=attempt,
                         )
                     )
                 if not passed:

@@ -137,7 +137,8 @@ def observing() -> Iterator[list[KernelLaunch]]:
 
 
 def dominant_first(launches: list[KernelLaunch]) -> list[str]:
-    """Kernel names, the one with the most observed time first."""
+    """Kernel names, the one with the most observed time first. Give it launches of a
+    verification after the first: the first launch of a kernel includes its JIT compile."""
     total: dict[str, float] = {}
     for launch in launches:
         total[launch.kernel] = total.get(launch.kernel, 0.0) + launch.total_us

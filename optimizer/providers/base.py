@@ -90,6 +90,9 @@ class ProviderContext(_Model):
     # The original kernel's launches observed at run time (the baseline's verification). Rewrites
     # replace launch arguments only, so what the original computed, every descendant computes.
     launches: list[KernelLaunch] = []
+    # The launches of the baseline's second verification, the kernels compiled by then: their
+    # times (not the first's, which include the JIT compile) say which kernel dominates.
+    warm_launches: list[KernelLaunch] = []
 
 
 class Proposal(ProposalRecord, Hypothesis):

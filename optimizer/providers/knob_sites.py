@@ -197,3 +197,98 @@ def table(expr: ast.expr) -> tuple[ast.expr, ast.expr, ast.expr] | None:
     if ast.dump(expr.args[0]) != ast.dump(expr.args[1]):
         return None
     return key, value, expr.args[0]
+
+
+def returned(tree: ast.Module, name: str) -> ast.expr | None:
+    """The expression the module-level function `name` returns, when it has one return."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
+            returns = [n for n in ast.walk(stmt) if isinstance(n, ast.Return)]
+            if len(returns) == 1:
+                return returns[0].value
+    return None
+
+
+# What a generated autotune list may be built of: a comprehension over literal lists, tuples and
+# range() of `triton.Config({"KEY": expr}, num_warps=expr, num_stages=expr)`, with arithmetic
+# and comparisons of integers (no **: the values stay small), nothing else.
+_GENERATED_NODES = (
+    ast.ListComp,
+    ast.comprehension,
+    ast.Name,
+    ast.Load,
+    ast.Store,
+    ast.Constant,
+    ast.List,
+    ast.Tuple,
+    ast.Dict,
+    ast.Call,
+    ast.keyword,
+    ast.Attribute,
+    ast.Compare,
+    ast.BoolOp,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.IfExp,
+    ast.cmpop,
+    ast.boolop,
+    ast.unaryop,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.FloorDiv,
+    ast.Mod,
+)
+_MAX_GENERATED = 256
+
+
+def generated_configs(expr: ast.expr, consts: dict[str, ast.expr]) -> list[dict[str, int]] | None:
+    """The configs a comprehension of triton.Config gives (each: its integer kwargs plus
+    num_warps/num_stages where it states them), evaluated without running any of the kernel's
+    code; None when the expression is built of anything else or gives over 256 configs."""
+    if not isinstance(expr, ast.ListComp) or len(expr.generators) > 3:
+        return None
+    for node in ast.walk(expr):
+        if not isinstance(node, _GENERATED_NODES):
+            return None
+        if isinstance(node, ast.Attribute) and dotted(node) != "triton.Config":
+            return None
+        if isinstance(node, ast.Call) and dotted(node.func) not in ("range", "triton.Config"):
+            return None
+        if isinstance(node, ast.Constant) and type(node.value) not in (int, str, bool):
+            return None
+
+    made: list[int] = []
+
+    def config(kwargs: dict | None = None, **compile_kwargs: int) -> dict[str, int]:
+        made.append(1)
+        if len(made) > _MAX_GENERATED:
+            raise ValueError("too many configs")
+        return {**(kwargs or {}), **compile_kwargs}
+
+    def bounded_range(*args: int) -> range:
+        out = range(*args)
+        if len(out) > 64:
+            raise ValueError("range too long")
+        return out
+
+    names = {k: v.value for k, v in consts.items() if isinstance(v, ast.Constant)}
+    namespace: dict[str, object] = {
+        "__builtins__": {},
+        "range": bounded_range,
+        "triton": type("triton", (), {"Config": staticmethod(config)}),
+        **names,
+    }
+    try:
+        code = compile(ast.Expression(body=expr), "<autotune configs>", "eval")
+        values = eval(code, namespace)  # noqa: S307 - the AST is checked above: literals only
+    except Exception:  # a name it does not know, a type error: not a list tune can read
+        return None
+    if not values or len(values) > _MAX_GENERATED:
+        return None
+    if not all(
+        isinstance(c, dict) and all(isinstance(k, str) and type(v) is int for k, v in c.items())
+        for c in values
+    ):
+        return None
+    return values

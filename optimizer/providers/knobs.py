@@ -33,7 +33,9 @@ from optimizer.providers.knob_sites import (
     Scope,
     caller_literals,
     dict_items,
+    generated_configs,
     helper_returns,
+    returned,
     scan,
     table,
 )
@@ -145,6 +147,11 @@ class KnobSpace(BaseModel):
 # ---- reading --------------------------------------------------------------------------------
 
 
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= 80 else line[:77] + "..."
+
+
 def _dotted(node: ast.AST) -> str:
     if isinstance(node, ast.Name):
         return node.id
@@ -251,19 +258,21 @@ class _Collector:
                 self.jit_defs[node.name] = node
         self.helpers = helper_returns(self.tree, set(self.jit_defs))
         self.module = scan(self.tree.body, self.helpers)
-        self.module_lists: dict[str, ast.expr] = {}
+        self.module_exprs: dict[str, ast.expr] = {}
         for stmt in self.tree.body:
             if (
                 isinstance(stmt, ast.Assign)
                 and len(stmt.targets) == 1
                 and isinstance(stmt.targets[0], ast.Name)
-                and isinstance(stmt.value, ast.List)
             ):
-                self.module_lists[stmt.targets[0].id] = stmt.value
+                self.module_exprs[stmt.targets[0].id] = stmt.value
         self.observed = {(k, p): v for k, p, v in observed}
         self.knobs: dict[str, Knob] = {}
         self.choices: list[AutotuneChoice] = []
         self.unreadable: list[str] = []
+        self.autotuned: set[str] = set()  # kernels with an @triton.autotune decorator
+        self.covered: set[tuple[str, str]] = set()  # (kernel, parameter) some knob sets
+        self.reported: set[str] = set()  # kernels (or kernel.parameter) already unreadable
 
     # A knob found at several sites with the same value is one knob; different values are not.
     def _add(
@@ -275,7 +284,9 @@ class _Collector:
         kernel: str,
         site: Site | list[Site],
         explicit: bool = True,
+        param: str | None = None,
     ) -> None:
+        self.covered.add((kernel, param or name))
         sites = site if isinstance(site, list) else [site]
         info = self.kernels.get(kernel)
         loop_step = info is not None and name in info.loop_step_params
@@ -350,6 +361,7 @@ class _Collector:
         info = self.kernels[kernel]
         if param not in _COMPILE_KWARGS and _role(name, info, param) != KnobRole.BLOCK:
             return
+        self.reported.add(f"{kernel}.{param}")
         if (kernel, param) not in self.observed:
             self.unreadable.append(
                 f"{kernel}.{param}: computed at run time ({text}) and no launch of {kernel} "
@@ -364,7 +376,39 @@ class _Collector:
             )
             return
         site = self._table_site(expr, expr, value)
-        self._add(name, value, _role(name, info, param), KnobOrigin.COMPUTED, kernel, site)
+        self._add(
+            name, value, _role(name, info, param), KnobOrigin.COMPUTED, kernel, site, param=param
+        )
+
+    def _unseen_blocks(self) -> None:
+        """A block constexpr the launches showed that no knob sets (a `**cfg` tune cannot read,
+        a value from outside the file) is unreadable: the search would be blind to it."""
+        for (kernel, param), value in sorted(self.observed.items(), key=lambda kv: kv[0]):
+            info = self.kernels.get(kernel)
+            if info is None or param in _COMPILE_KWARGS or (kernel, param) in self.covered:
+                continue
+            if kernel in self.reported or f"{kernel}.{param}" in self.reported:
+                continue
+            if _role(param, info, param) != KnobRole.BLOCK:
+                continue
+            shown = "values that differ between launches" if value is None else f"{param}={value}"
+            self.unreadable.append(
+                f"{kernel}.{param}: launched with {shown}, but no literal in the source sets it"
+                f"{self._how_passed(kernel)}"
+            )
+
+    def _how_passed(self, kernel: str) -> str:
+        """Where a launch of `kernel` hides its arguments (a `**name`), as a clause."""
+        for node in ast.walk(self.tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
+                continue
+            if _dotted(node.func.value) != kernel:
+                continue
+            hidden = [f"**{ast.unparse(kw.value)}" for kw in node.keywords if kw.arg is None]
+            hidden += [f"*{ast.unparse(a.value)}" for a in node.args if isinstance(a, ast.Starred)]
+            if hidden:
+                return f" (the launch passes {hidden[0]}, which tune cannot trace to a literal)"
+        return " (it reaches the launch from outside this file's literals)"
 
     def _table_site(self, expr: ast.expr, computation: ast.expr, key: int) -> Site:
         """The site of a computed value: `expr` (the computation, or a table over it) becomes
@@ -385,6 +429,7 @@ class _Collector:
         self._collect_autotune()
         self._collect_heuristics()
         self._collect_launches(self.tree.body, self.module, None)
+        self._unseen_blocks()
         return KnobSpace(
             knobs=list(self.knobs.values()),
             kernels=self.kernels,
@@ -440,9 +485,7 @@ class _Collector:
         info = self.kernels.get(kernel_name)
         if info is None:
             return
-        autotuned = any(c.kernel == kernel_name for c in self.choices) or any(
-            k.origin == KnobOrigin.AUTOTUNE and k.kernel == kernel_name for k in self.knobs.values()
-        )
+        autotuned = kernel_name in self.autotuned
         args = self._launch_args(call, info, scope)
         given = {p for p, _ in args}
         for param, expr in args:
@@ -454,7 +497,9 @@ class _Collector:
                 continue
             const_name, value, sites, origin = found
             name = const_name or param
-            self._add(name, value, _role(name, info, param), origin, kernel_name, sites)
+            self._add(
+                name, value, _role(name, info, param), origin, kernel_name, sites, param=param
+            )
         if autotuned or any(kw.arg is None for kw in call.keywords):
             return  # the autotuner (or a **kwargs) decides num_warps/num_stages
         last = call.args + [kw.value for kw in call.keywords]
@@ -497,35 +542,78 @@ class _Collector:
                     knob = const_name or key
                     if origin == KnobOrigin.LAUNCH:
                         origin = KnobOrigin.HEURISTIC
-                    self._add(knob, value, _role(knob, info, key), origin, name, sites)
+                    self._add(knob, value, _role(knob, info, key), origin, name, sites, param=key)
 
     def _collect_autotune(self) -> None:
         for name, fn in self.jit_defs.items():
             for dec in fn.decorator_list:
                 if not (isinstance(dec, ast.Call) and _dotted(dec).split(".")[-1] == "autotune"):
                     continue
+                self.autotuned.add(name)
                 configs_expr = next((kw.value for kw in dec.keywords if kw.arg == "configs"), None)
                 if configs_expr is None and dec.args:
                     configs_expr = dec.args[0]
-                if isinstance(configs_expr, ast.Name):
-                    configs_expr = self.module_lists.get(configs_expr.id)
-                if not isinstance(configs_expr, ast.List):
-                    continue
-                configs = [c for c in configs_expr.elts if isinstance(c, ast.Call)]
-                if len(configs) != len(configs_expr.elts) or not configs:
-                    continue
-                if len(configs) == 1:
-                    self._single_config(name, configs[0])
-                else:
-                    values = [self._config_values(c) for c in configs]
-                    if all(v is not None for v in values):
-                        self.choices.append(
-                            AutotuneChoice(
-                                kernel=name,
-                                configs=values,  # type: ignore[arg-type]
-                                site=self._literal_site(configs_expr),
-                            )
-                        )
+                if configs_expr is not None:
+                    self._autotune_list(name, configs_expr)
+
+    def _configs_of(self, expr: ast.expr) -> ast.expr:
+        """The expression that builds an autotune list: through module names (`configs=CONFIGS`)
+        and helpers with one return (`configs=get_configs()`)."""
+        for _ in range(4):
+            if isinstance(expr, ast.Name) and expr.id in self.module_exprs:
+                expr = self.module_exprs[expr.id]
+            elif (
+                isinstance(expr, ast.Call)
+                and isinstance(expr.func, ast.Name)
+                and not expr.args
+                and not expr.keywords
+                and (found := returned(self.tree, expr.func.id)) is not None
+            ):
+                expr = found
+            else:
+                break
+        return expr
+
+    def _autotune_list(self, kernel: str, written: ast.expr) -> None:
+        """A literal list: one config gives knobs, several an AutotuneChoice. A generated list
+        (a comprehension tune can evaluate) is an AutotuneChoice whose pin writes the chosen
+        config as a literal list in its place. Anything else is unreadable."""
+        expr = self._configs_of(written)
+        if isinstance(expr, ast.List):
+            configs = [c for c in expr.elts if isinstance(c, ast.Call)]
+            if len(configs) == len(expr.elts) and len(configs) == 1:
+                self._single_config(kernel, configs[0])
+                return
+            values = [self._config_values(c) for c in configs]
+            if configs and len(configs) == len(expr.elts) and all(v is not None for v in values):
+                site = expr if self._in_module(expr) else written
+                self._choice(kernel, values, site)  # type: ignore[arg-type]
+                return
+        generated = generated_configs(expr, self.module.consts)
+        if generated is not None:
+            defaults = {"num_warps": DEFAULT_NUM_WARPS, "num_stages": DEFAULT_NUM_STAGES}
+            unique = list({config_signature(c): {**defaults, **c} for c in generated}.values())
+            site = expr if self._in_module(expr) else written
+            self._choice(kernel, unique, site)
+            return
+        text = ast.get_source_segment(self.source, written) or ast.unparse(written)
+        self.unreadable.append(
+            f"{kernel}: its autotune configs are built at run time ({_one_line(text)}); "
+            "tune can neither pin nor rewrite them"
+        )
+        self.reported.add(kernel)
+
+    def _in_module(self, expr: ast.expr) -> bool:
+        """Whether `expr` is a module-level expression (not a helper's return value)."""
+        return any(expr is v for v in self.module_exprs.values()) or any(
+            expr is n for d in self.jit_defs.values() for n in ast.walk(d)
+        )
+
+    def _choice(self, kernel: str, configs: list[dict[str, int]], site: ast.expr) -> None:
+        self.choices.append(
+            AutotuneChoice(kernel=kernel, configs=configs, site=self._literal_site(site))
+        )
+        self.covered |= {(kernel, key) for c in configs for key in c}
 
     def _config_values(self, call: ast.Call) -> dict[str, int] | None:
         kwargs = (
@@ -569,6 +657,7 @@ class _Collector:
                             KnobOrigin.CONSTANT if const_name else KnobOrigin.AUTOTUNE,
                             kernel,
                             sites,
+                            param=k.value,
                         )
         present = {kw.arg for kw in call.keywords}
         for kw in call.keywords:
@@ -583,6 +672,7 @@ class _Collector:
                         KnobOrigin.CONSTANT if const_name else KnobOrigin.AUTOTUNE,
                         kernel,
                         sites,
+                        param=kw.arg,
                     )
         parts = call.args + [kw.value for kw in call.keywords]
         insert_at = self.off.end(max(parts, key=self.off.end)) if parts else self.off.end(call) - 1

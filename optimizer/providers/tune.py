@@ -175,7 +175,7 @@ class TuneProvider:
         first; those of the next kernel once the first has no move left."""
         proposed = self._proposed.setdefault(ctx.run_id, set())
         knobs = space.by_name()
-        order = dominant_first(ctx.launches)
+        order = dominant_first(ctx.warm_launches or ctx.launches)
         kernels = sorted({knobs[n].kernel for n in names}, key=lambda k: _rank(order, k))
         for kernel in kernels:
             group = [n for n in names if knobs[n].kernel == kernel]
@@ -236,8 +236,8 @@ class TuneProvider:
                 if speedup is not None and (best is None or speedup > best[0]):
                     best = (speedup, pinned)
             if best is None:
-                return SearchExhausted(
-                    reason=f"tune: every autotune config of {choice.kernel} failed when pinned"
+                return _exhausted(
+                    space, f"every autotune config of {choice.kernel} failed when pinned"
                 ), space
             return best[1], self._find(best[1])
         return ctx.parent_source, space

@@ -166,5 +166,16 @@ def build_context(
         ),
         peak_bandwidth_bytes_per_s=peak_bandwidth_bytes_per_s,
         peak_flops_per_s=peak_flops_per_s,
-        launches=[launch for observed in baseline.launches for launch in observed.launches],
+        launches=[
+            launch
+            for observed in baseline.launches
+            if observed.attempt == 1
+            for launch in observed.launches
+        ],
+        warm_launches=[
+            launch
+            for observed in baseline.launches
+            if observed.attempt == 2
+            for launch in observed.launches
+        ],
     )
