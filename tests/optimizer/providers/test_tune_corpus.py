@@ -239,6 +239,8 @@ def test_the_dominant_kernel_is_the_one_that_runs_longest_not_the_one_that_compi
 # and loop trips win there); each bundle: 1 case, 2 rounds of 1 candidate, 5 repetitions. The
 # row-per-block styles (calculate_settings, heuristics_computed) start at their best; the
 # autotune lists of several configs cannot launch on the interpreter.
+# tuple_gemm is left out: its speedups on the interpreter (1.15x to 3.4x) reached below 1.0 in
+# their confidence interval on a busy machine, so a decision there depends on the load.
 _SLOW = pytest.mark.slow  # a whole tune run: ~15-30 s each on two cores
 IMPROVABLE = [
     "dict_config",
@@ -249,7 +251,6 @@ IMPROVABLE = [
     pytest.param("helper_literal", marks=_SLOW),
     pytest.param("launch_helper", marks=_SLOW),
     pytest.param("autograd_class", marks=_SLOW),
-    pytest.param("tuple_gemm", marks=_SLOW),
     pytest.param("two_kernels", marks=_SLOW),
 ]
 
