@@ -44,7 +44,8 @@ FROM range(getvariable('runs')) a(r)
 INSERT INTO proj_runs
 SELECT printf('rb%07d', r), TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(CAST(r AS BIGINT)), 'bench-host', 'NVIDIA H200',
        'cuda', 'tune', NULL, '/k/kernel.py', 'sha256:' || sha256('kernel' || r), 'sha256:' || sha256('bundle' || (r % getvariable('keys'))),
-       'sha256:' || sha256('key' || (r % getvariable('keys'))), printf('/out/rb%07d', r), NULL, '3.6.0', '2.11.0'
+       'sha256:' || sha256('key' || (r % getvariable('keys'))), printf('/out/rb%07d', r), NULL, '3.6.0', '2.11.0',
+       'sm_90', 132, '0.1.0', NULL, NULL, 'k/kernel.py', 'kernel'
 FROM range(getvariable('runs')) a(r);
 
 INSERT INTO events
@@ -93,7 +94,8 @@ INSERT INTO proj_candidates
 SELECT run_id, candidate_id, seq0 + 1, ts, 1 + c // 20, 'baseline', 'tune',
        printf('BLOCK %d with %d warps moves more bytes per program', block, warps), 'launch_config',
        source_hash, normalized_hash, mk, printf('{"BLOCK":%d,"num_warps":%d}', block, warps),
-       tlx_key(run_id || '/' || candidate_id), tlx_key(mk), tlx_key(source_hash), tlx_key(normalized_hash)
+       tlx_key(run_id || '/' || candidate_id), tlx_key(mk), tlx_key(source_hash), tlx_key(normalized_hash),
+       printf('BLOCK=%d,num_warps=%d', block, warps), 'dram 61% of peak', '+5%', 'register pressure', NULL, NULL, NULL, NULL
 FROM gen;
 
 INSERT INTO proj_decisions
@@ -115,6 +117,9 @@ SELECT run_id, candidate_id, CASE k WHEN 0 THEN 'small' ELSE 'large' END, 'round
 FROM gen, range(2) cs(k), range(5) sm(i)
 ORDER BY r, c, k, i;
 
-INSERT INTO run_heads SELECT printf('rb%07d', r), 1 + getvariable('cands') * 6 FROM range(getvariable('runs')) a(r);
+INSERT INTO run_heads
+SELECT printf('rb%07d', r), 1 + getvariable('cands') * 6,
+       TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(CAST(r AS BIGINT)) + to_milliseconds(CAST(getvariable('cands') - 1 AS BIGINT))
+FROM range(getvariable('runs')) a(r);
 
 UPDATE projection_state SET next_pos = (SELECT count(*) FROM events), projected_pos = (SELECT count(*) FROM events);

@@ -10,18 +10,18 @@ SELECT
     c.provider,
     c.hypothesis,
     c.hypothesis_kind,
-    n.p.change AS change,
-    n.p.evidence AS evidence,
-    n.p.expected_effect AS expected_effect,
-    n.p.risk AS risk,
+    c.change,
+    c.evidence,
+    c.expected_effect,
+    c.risk,
     c.source_hash,
     c.normalized_hash,
     c.measurement_key,
     c.knobs,
-    n.p.tokens_in AS tokens_in,
-    n.p.tokens_out AS tokens_out,
-    n.p.cost_usd AS cost_usd,
-    n.p.replays AS replays,
+    c.tokens_in,
+    c.tokens_out,
+    c.cost_usd,
+    c.replays,
     c.proposed_at,
     d.outcome,
     d.reason,
@@ -40,9 +40,4 @@ LEFT JOIN (
     SELECT * FROM proj_decisions
     QUALIFY row_number() OVER (PARTITION BY run_id, candidate_id ORDER BY seq DESC) = 1
 ) d ON d.cand_key = c.cand_key AND d.run_id = c.run_id AND d.candidate_id = c.candidate_id
-LEFT JOIN (
-    SELECT run_id, seq, from_json(payload, '{"change": "VARCHAR", "evidence": "VARCHAR", "expected_effect": "VARCHAR",
-        "risk": "VARCHAR", "tokens_in": "BIGINT", "tokens_out": "BIGINT", "cost_usd": "DOUBLE", "replays": "VARCHAR"}') AS p
-    FROM events WHERE type = 'CandidateProposed'
-) n ON n.run_id = c.run_id AND n.seq = c.seq
 LEFT JOIN run_identity i ON i.run_id = c.run_id

@@ -9,8 +9,8 @@ SELECT
     x.reason,
     x.hypothesis,
     i.kernel_id,
-    x.bundle_digest,
-    x.device_kind,
+    i.bundle_digest,
+    i.device_kind,
     x.seq AS event_seq
 FROM proj_exclusions x
 LEFT JOIN run_identity i ON i.run_id = x.run_id

@@ -1,15 +1,10 @@
 -- The best ever per kernel x bundle x device: how many runs tried it, when, and the best final
 -- (revalidated) speedup of a run's winner with its run, candidate and source hash; beside it the
 -- best decided speedup of any promoted candidate (before revalidation) and where it came from.
-WITH promoted AS (
-    SELECT run_id, candidate_id, decided_speedup, source_hash
-    FROM candidates
-    WHERE outcome = 'promoted' AND candidate_id <> 'baseline' AND decided_speedup IS NOT NULL
-)
 SELECT
     r.kernel_id,
-    any_value(r.entry_point) AS entry_point,
-    any_value(r.kernel_file) AS kernel_file,
+    r.entry_point,
+    r.kernel_file,
     r.bundle_digest,
     r.device_kind,
     count(*) AS runs,
@@ -26,7 +21,18 @@ SELECT
     arg_max(p.run_id || '/' || p.candidate_id, p.decided_speedup) AS best_decided_candidate,
     sum(r.cost_usd) AS cost_usd
 FROM runs r
-LEFT JOIN (
-    SELECT * FROM promoted QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY decided_speedup DESC, candidate_id) = 1
-) p ON p.run_id = r.run_id
-GROUP BY r.kernel_id, r.bundle_digest, r.device_kind
+-- each run's best promoted candidate (its last decision promoted it, as `candidates` has it),
+-- joined laterally: read for the runs a filter on the view keeps, not for every run
+LEFT JOIN LATERAL (
+    SELECT r.run_id, candidate_id, d.speedup AS decided_speedup
+    FROM (
+        SELECT candidate_id, arg_max({'outcome': outcome, 'speedup': speedup}, seq) AS d
+        FROM proj_decisions
+        WHERE run_id = r.run_id AND source_key IS NOT NULL  -- a decision of a proposed candidate
+        GROUP BY candidate_id
+    )
+    WHERE d.outcome = 'promoted' AND candidate_id <> 'baseline' AND d.speedup IS NOT NULL
+    ORDER BY d.speedup DESC, candidate_id
+    LIMIT 1
+) p ON true
+GROUP BY r.kernel_id, r.entry_point, r.kernel_file, r.bundle_digest, r.device_kind

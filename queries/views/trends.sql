@@ -2,16 +2,37 @@
 -- baseline_median_us is the run's validation of the untouched kernel; best_median_us is the
 -- winner's median in the final revalidation (its round median when it was not revalidated), or
 -- the baseline's when the run found no winner. speedup = baseline_median_us / best_median_us.
-WITH base AS (
-    SELECT run_id, case_id, median_us, samples FROM case_results
+-- (Read from the projections, not from the runs view, so a filter on the kernel, bundle or device
+-- reaches the runs before their samples are read.)
+WITH finished AS (
+    SELECT run_id, success, winner_id FROM proj_finishes
+    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY seq DESC) = 1
+),
+r AS (
+    SELECT h.run_id, i.kernel_id, i.bundle_digest, i.device_kind, p.started_at, f.success, f.winner_id
+    FROM run_heads h
+    LEFT JOIN run_identity i ON i.run_id = h.run_id
+    LEFT JOIN proj_runs p ON p.run_id = h.run_id
+    LEFT JOIN finished f ON f.run_id = h.run_id
+),
+base AS (
+    SELECT run_id, case_id, median(sample_us) AS median_us, count(*) AS samples FROM proj_samples
     WHERE candidate_id = 'baseline' AND phase = 'validation'
+    GROUP BY run_id, case_id
 ),
 reval AS (
     SELECT run_id, candidate_id, case_id, candidate_median_us, baseline_median_us
-    FROM case_speedups WHERE stage = 'revalidation'
+    FROM proj_case_speedups WHERE stage = 'revalidation'
     QUALIFY row_number() OVER (PARTITION BY run_id, candidate_id, case_id ORDER BY event_seq DESC) = 1
 ),
-rounds AS (SELECT run_id, candidate_id, case_id, median_us FROM case_results WHERE phase = 'round')
+-- the round medians of the winners only, not of every candidate of every run
+rounds AS (
+    SELECT s.run_id, s.candidate_id, s.case_id, median(s.sample_us) AS median_us
+    FROM finished f
+    JOIN proj_samples s ON s.run_id = f.run_id AND s.candidate_id = f.winner_id
+    WHERE s.phase = 'round'
+    GROUP BY s.run_id, s.candidate_id, s.case_id
+)
 SELECT
     r.kernel_id,
     r.bundle_digest,
@@ -25,7 +46,7 @@ SELECT
     CASE WHEN r.success THEN coalesce(v.candidate_median_us, w.median_us) ELSE b.median_us END AS best_median_us,
     b.median_us / (CASE WHEN r.success THEN coalesce(v.candidate_median_us, w.median_us) ELSE b.median_us END) AS speedup,
     v.baseline_median_us AS revalidation_baseline_median_us
-FROM runs r
+FROM r
 JOIN base b ON b.run_id = r.run_id
 LEFT JOIN reval v ON v.run_id = r.run_id AND v.candidate_id = r.winner_id AND v.case_id = b.case_id
 LEFT JOIN rounds w ON w.run_id = r.run_id AND w.candidate_id = r.winner_id AND w.case_id = b.case_id

@@ -14,8 +14,10 @@ from pathlib import Path
 import duckdb
 import pytest
 from click.testing import CliRunner
+from support import history_store
 from support.files import unwritable
 
+import queries
 from cli.main import main
 from tlxstore.errors import EventConflictError, StoreBusyError, StoreError, StoreTooNewError
 from tlxstore.events import Envelope, new_event_id
@@ -258,7 +260,8 @@ def test_a_store_whose_file_lost_its_trailing_free_blocks_is_not_damaged(store_p
     """A compaction frees blocks; DuckDB cuts free blocks off the file's end but still counts them
     in total_blocks. Such a file is whole: it opens, and every run reads back."""
     store = Store(store_path)
-    for r in range(COMPACT_EVERY + 1):
+    runs = 3 * COMPACT_EVERY + 1  # enough compactions to leave free blocks at the file's end
+    for r in range(runs):
         store.ingest(envelopes(f"w{r}", small_run(2, tag=f"w{r}")))
     store.close()
     con = duckdb.connect(str(store_path), read_only=True)
@@ -267,7 +270,7 @@ def test_a_store_whose_file_lost_its_trailing_free_blocks_is_not_damaged(store_p
     ).fetchone()
     con.close()
     assert store_path.stat().st_size < 3 * 4096 + block * total  # free blocks cut off the end
-    assert len(Store(store_path).run_ids()) == COMPACT_EVERY + 1
+    assert len(Store(store_path).run_ids()) == runs
 
 
 def test_a_store_in_an_older_storage_format_is_used_as_it_is_never_upgraded(store_path):
@@ -301,9 +304,63 @@ def _bulk(run_id: str) -> list[Envelope]:
     return envelopes(run_id, events)
 
 
+V4_COLUMNS = {
+    "run_heads": ("last_event_at",),
+    "proj_runs": (
+        "architecture", "num_sms", "tlxdb_version", "cuda_version", "resumed_from", "kernel_file", "kernel_stem",
+    ),
+    "proj_candidates": (
+        "change", "evidence", "expected_effect", "risk", "tokens_in", "tokens_out", "cost_usd", "replays",
+    ),
+}  # fmt: skip
+V4_TABLES = (
+    "proj_finishes",
+    "proj_revalidations",
+    "proj_case_speedups",
+    "proj_exchanges",
+    "proj_baselines",
+)
+
+
+def _as_v3(store_path: Path) -> None:
+    """Turn a store into what tlxdb's store schema v3 wrote: none of v4's projected columns and
+    tables."""
+    con = duckdb.connect(str(store_path))
+    for table, columns in V4_COLUMNS.items():
+        for column in columns:
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    for table in V4_TABLES:
+        con.execute(f"DROP TABLE {table}")
+    con.execute("UPDATE tlxdb_meta SET value = '3' WHERE key = 'store_schema_version'")
+    con.close()
+
+
+def test_a_v3_store_is_upgraded_on_open_and_every_view_answers_as_before(tmp_path):
+    """v4 projects what the views used to parse out of the events; a v3 store gets it on open,
+    and every view answers exactly as it did (the history test store: every event type)."""
+    path = history_store.build(tmp_path / "store.duckdb")
+    store = Store(path)
+    store.ingest(envelopes("cut", [run_started(), *cut_short("c001", "def k(): return 7")]))
+    tables = (*V4_TABLES, *V4_COLUMNS)
+    projected = {t: store.query(f"SELECT * FROM {t} ORDER BY ALL") for t in tables}
+    views = {n: queries.query(store, f"SELECT * FROM {n} ORDER BY ALL") for n in queries.names()}
+    assert projected["proj_case_speedups"].num_rows and projected["proj_finishes"].num_rows
+    store.close()
+    _as_v3(store_path=path)
+    store = Store(path)
+    assert store.query(
+        "SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'"
+    ).to_pylist() == [{"value": "4"}]
+    for t in tables:
+        assert store.query(f"SELECT * FROM {t} ORDER BY ALL") == projected[t], t
+    for n in queries.names():
+        assert queries.query(store, f"SELECT * FROM {n} ORDER BY ALL") == views[n], n
+
+
 def _as_v2(store_path: Path) -> None:
     """Turn a store into what tlxdb's store schema v2 wrote: no proj_failures, no
     proj_decisions.measured."""
+    _as_v3(store_path)
     con = duckdb.connect(str(store_path))
     con.execute("DROP TABLE proj_failures")
     con.execute("ALTER TABLE proj_decisions DROP COLUMN measured")
@@ -323,7 +380,7 @@ def test_a_v2_store_is_upgraded_on_open_and_its_decisions_say_whether_they_were_
     store = Store(store_path)
     assert store.query(
         "SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'"
-    ).to_pylist() == [{"value": "3"}]
+    ).to_pylist() == [{"value": "4"}]
     assert store.query("SELECT * FROM proj_decisions ORDER BY ALL") == before
     measured = store.query("SELECT run_id, bool_and(measured) AS m FROM proj_decisions GROUP BY 1")
     assert dict(zip(*measured.to_pydict().values(), strict=True)) == {"cut": False, "whole": True}
@@ -353,7 +410,7 @@ def test_a_v1_store_is_upgraded_on_open_and_keeps_its_projections(store_path):
     con = duckdb.connect(str(store_path), read_only=True)
     assert con.execute(
         "SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'"
-    ).fetchone() == ("3",)
+    ).fetchone() == ("4",)
     assert con.execute("SELECT count(*) FROM events WHERE pos IS NULL").fetchone() == (len(old),)
     con.close()
     assert store.projection_lag() == 0

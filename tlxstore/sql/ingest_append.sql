@@ -8,5 +8,11 @@ FROM fresh f, projection_state s;
 
 UPDATE projection_state SET next_pos = next_pos + (SELECT count(*) FROM fresh);
 
-DELETE FROM run_heads WHERE run_id IN (SELECT run_id FROM fresh);
-INSERT INTO run_heads SELECT run_id, max(seq) + 1 FROM fresh GROUP BY run_id;
+-- each run's new head and the latest time it was heard of (greatest skips NULL: a new run)
+CREATE OR REPLACE TEMPORARY TABLE heads AS
+SELECT f.run_id, max(f.seq) + 1 AS next_seq, greatest(max(f.recorded_at), any_value(h.last_event_at)) AS last_event_at
+FROM fresh f LEFT JOIN run_heads h ON h.run_id = f.run_id
+GROUP BY f.run_id;
+DELETE FROM run_heads WHERE run_id IN (SELECT run_id FROM heads);
+INSERT INTO run_heads SELECT run_id, next_seq, last_event_at FROM heads;
+DROP TABLE heads;

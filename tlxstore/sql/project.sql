@@ -6,12 +6,16 @@ INSERT INTO proj_runs
 SELECT
     run_id, recorded_at, p.host, p.device.kind, p.device.backend, p.provider, p.model, p.kernel_path,
     p.kernel_sha256, p.bundle_digest, p.measurement_key, p.output_dir, p.label, p.tool_versions.triton,
-    p.tool_versions.torch
+    p.tool_versions.torch, p.device.architecture, p.device.num_sms, p.tool_versions.tlxdb, p.tool_versions.cuda,
+    p.resumed_from,
+    regexp_extract(p.kernel_path, '([^/\\]+[/\\][^/\\]+|[^/\\]+)$', 1),  -- kernel_file
+    regexp_extract(p.kernel_path, '([^/\\]+)\.py$', 1)  -- kernel_stem
 FROM (
-    SELECT run_id, recorded_at, from_json(payload, '{"host": "VARCHAR", "device": {"kind": "VARCHAR", "backend": "VARCHAR"},
-        "provider": "VARCHAR", "model": "VARCHAR", "kernel_path": "VARCHAR", "kernel_sha256": "VARCHAR",
-        "bundle_digest": "VARCHAR", "measurement_key": "VARCHAR", "output_dir": "VARCHAR", "label": "VARCHAR",
-        "tool_versions": {"triton": "VARCHAR", "torch": "VARCHAR"}}') AS p
+    SELECT run_id, recorded_at, from_json(payload, '{"host": "VARCHAR", "device": {"kind": "VARCHAR", "backend": "VARCHAR",
+        "architecture": "VARCHAR", "num_sms": "INTEGER"}, "provider": "VARCHAR", "model": "VARCHAR", "kernel_path": "VARCHAR",
+        "kernel_sha256": "VARCHAR", "bundle_digest": "VARCHAR", "measurement_key": "VARCHAR", "output_dir": "VARCHAR",
+        "label": "VARCHAR", "tool_versions": {"triton": "VARCHAR", "torch": "VARCHAR", "tlxdb": "VARCHAR", "cuda": "VARCHAR"},
+        "resumed_from": "VARCHAR"}') AS p
     FROM unprojected WHERE type = 'RunStarted'
 );
 
@@ -20,11 +24,14 @@ SELECT
     c.run_id, c.p.candidate_id, c.seq, c.recorded_at, c.p.round, c.p.parent_id, c.p.provider, c.p.hypothesis,
     c.p.hypothesis_kind, c.p.source_hash, c.p.normalized_hash, r.measurement_key, c.p.knobs,
     tlx_key(c.run_id || '/' || c.p.candidate_id), tlx_key(r.measurement_key), tlx_key(c.p.source_hash),
-    tlx_key(c.p.normalized_hash)
+    tlx_key(c.p.normalized_hash), c.p.change, c.p.evidence, c.p.expected_effect, c.p.risk, c.p.tokens_in,
+    c.p.tokens_out, c.p.cost_usd, c.p.replays
 FROM (
     SELECT run_id, seq, recorded_at, from_json(payload, '{"candidate_id": "VARCHAR", "round": "INTEGER",
         "parent_id": "VARCHAR", "provider": "VARCHAR", "hypothesis": "VARCHAR", "hypothesis_kind": "VARCHAR",
-        "source_hash": "VARCHAR", "normalized_hash": "VARCHAR", "knobs": "JSON"}') AS p
+        "source_hash": "VARCHAR", "normalized_hash": "VARCHAR", "knobs": "JSON", "change": "VARCHAR",
+        "evidence": "VARCHAR", "expected_effect": "VARCHAR", "risk": "VARCHAR", "tokens_in": "BIGINT",
+        "tokens_out": "BIGINT", "cost_usd": "DOUBLE", "replays": "VARCHAR"}') AS p
     FROM unprojected WHERE type = 'CandidateProposed'
 ) c
 LEFT JOIN proj_runs r ON r.run_id = c.run_id;
@@ -82,6 +89,16 @@ SELECT DISTINCT ON (n.p.source_hash) n.p.source_hash, n.p.normalized_hash, n.p.t
 FROM n
 WHERE NOT EXISTS (SELECT 1 FROM known s WHERE s.source_key = n.k AND s.source_hash = n.p.source_hash);
 
+-- after the sources: a baseline's source is stored before it is proposed
+INSERT INTO proj_baselines
+SELECT c.run_id, c.seq, c.p.source_hash, regexp_extract(s.text, '@triton\.jit[^\n]*\n(?:[ \t]*@[^\n]*\n)*[ \t]*def[ \t]+([A-Za-z_][A-Za-z0-9_]*)', 1)
+FROM (
+    SELECT run_id, seq, from_json(payload, '{"candidate_id": "VARCHAR", "source_hash": "VARCHAR"}') AS p
+    FROM unprojected WHERE type = 'CandidateProposed'
+) c
+LEFT JOIN proj_sources s ON s.source_key = tlx_key(c.p.source_hash) AND s.source_hash = c.p.source_hash
+WHERE c.p.candidate_id = 'baseline';
+
 INSERT INTO proj_exclusions
 SELECT
     x.run_id, x.p.candidate_id, x.seq, x.p.signature, x.p.outcome, x.p.reason, x.p.hypothesis,
@@ -92,3 +109,48 @@ FROM (
     FROM unprojected WHERE type = 'ExclusionRecorded'
 ) x
 LEFT JOIN proj_runs r ON r.run_id = x.run_id;
+
+INSERT INTO proj_finishes
+SELECT run_id, seq, recorded_at, p.stopping_reason, p.success, p.winner_id, p.speedup, p.detail
+FROM (
+    SELECT run_id, seq, recorded_at, from_json(payload, '{"stopping_reason": "VARCHAR", "success": "BOOLEAN",
+        "winner_id": "VARCHAR", "speedup": "DOUBLE", "detail": "VARCHAR"}') AS p
+    FROM unprojected WHERE type = 'RunFinished'
+);
+
+INSERT INTO proj_revalidations
+SELECT run_id, p.candidate_id, seq, recorded_at, p.survived, p.reason, p.speedup, p.ci_low, p.ci_high, p.alternations
+FROM (
+    SELECT run_id, seq, recorded_at, from_json(payload, '{"candidate_id": "VARCHAR", "survived": "BOOLEAN",
+        "reason": "VARCHAR", "speedup": "DOUBLE", "ci_low": "DOUBLE", "ci_high": "DOUBLE", "alternations": "INTEGER"}') AS p
+    FROM unprojected WHERE type = 'FinalistRevalidated'
+);
+
+-- the cases of decisions and of revalidations: two statements, each of one event type; only the
+-- `cases` array is parsed into structs (from_json of the whole payload with it costs 3x)
+INSERT INTO proj_case_speedups
+SELECT d.run_id, d.candidate_id, 'decision', c.case_id, c.weight, c.baseline_median_us, c.candidate_median_us, c.speedup,
+    c.baseline_p95_us, c.candidate_p95_us, c.baseline_cv, c.candidate_cv, d.seq
+FROM (
+    SELECT run_id, seq, payload ->> 'candidate_id' AS candidate_id, from_json(payload -> 'cases', '[{"case_id": "VARCHAR", "weight": "DOUBLE",
+        "baseline_median_us": "DOUBLE", "candidate_median_us": "DOUBLE", "speedup": "DOUBLE", "candidate_cv": "DOUBLE",
+        "baseline_p95_us": "DOUBLE", "candidate_p95_us": "DOUBLE", "baseline_cv": "DOUBLE"}]') AS cases
+    FROM unprojected WHERE type = 'DecisionMade'
+) d, unnest(d.cases) AS t(c);
+
+INSERT INTO proj_case_speedups
+SELECT d.run_id, d.candidate_id, 'revalidation', c.case_id, c.weight, c.baseline_median_us, c.candidate_median_us, c.speedup,
+    c.baseline_p95_us, c.candidate_p95_us, c.baseline_cv, c.candidate_cv, d.seq
+FROM (
+    SELECT run_id, seq, payload ->> 'candidate_id' AS candidate_id, from_json(payload -> 'cases', '[{"case_id": "VARCHAR", "weight": "DOUBLE",
+        "baseline_median_us": "DOUBLE", "candidate_median_us": "DOUBLE", "speedup": "DOUBLE", "candidate_cv": "DOUBLE",
+        "baseline_p95_us": "DOUBLE", "candidate_p95_us": "DOUBLE", "baseline_cv": "DOUBLE"}]') AS cases
+    FROM unprojected WHERE type = 'FinalistRevalidated'
+) d, unnest(d.cases) AS t(c);
+
+INSERT INTO proj_exchanges
+SELECT run_id, seq, p.tokens_in, p.tokens_out, p.cost_usd
+FROM (
+    SELECT run_id, seq, from_json(payload, '{"tokens_in": "BIGINT", "tokens_out": "BIGINT", "cost_usd": "DOUBLE"}') AS p
+    FROM unprojected WHERE type = 'ModelExchanged'
+);

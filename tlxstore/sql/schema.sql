@@ -1,4 +1,4 @@
--- The store's tables (store schema version 2). Created once, in one transaction, by the first writer.
+-- The store's tables (store schema version 4). Created once, in one transaction, by the first writer.
 -- `events` is the truth (one row per event, record form, payload as JSON text); the proj_* tables
 -- are projections of it, brought up to date through `projection_state.projected_pos` (Store.project:
 -- in the ingest's own transaction for a small batch, by the next reader after a large one). *_key columns
@@ -25,8 +25,9 @@ CREATE TABLE events (
 CREATE TABLE projection_state (next_pos BIGINT NOT NULL, projected_pos BIGINT NOT NULL, catch_ups BIGINT NOT NULL);
 INSERT INTO projection_state VALUES (0, 0, 0);
 
--- next expected seq per run: the gapless-sequence check and the event count
-CREATE TABLE run_heads (run_id VARCHAR NOT NULL, next_seq BIGINT NOT NULL);
+-- next expected seq per run: the gapless-sequence check and the event count; last_event_at: the
+-- latest recorded_at of the run's events (when it was last heard of)
+CREATE TABLE run_heads (run_id VARCHAR NOT NULL, next_seq BIGINT NOT NULL, last_event_at TIMESTAMPTZ);
 
 CREATE TABLE proj_runs (
     run_id VARCHAR NOT NULL,
@@ -43,7 +44,14 @@ CREATE TABLE proj_runs (
     output_dir VARCHAR,
     label VARCHAR,
     triton_version VARCHAR,
-    torch_version VARCHAR
+    torch_version VARCHAR,
+    architecture VARCHAR,
+    num_sms INTEGER,
+    tlxdb_version VARCHAR,
+    cuda_version VARCHAR,
+    resumed_from VARCHAR,
+    kernel_file VARCHAR,  -- the kernel file and the folder holding it (run_identity)
+    kernel_stem VARCHAR  -- the kernel file's name without .py: the entry point when no baseline names one
 );
 
 CREATE TABLE proj_candidates (
@@ -63,7 +71,15 @@ CREATE TABLE proj_candidates (
     cand_key BIGINT NOT NULL,  -- tlx_key(run_id || '/' || candidate_id)
     mk_key BIGINT,
     source_key BIGINT NOT NULL,
-    norm_key BIGINT NOT NULL
+    norm_key BIGINT NOT NULL,
+    change VARCHAR,
+    evidence VARCHAR,
+    expected_effect VARCHAR,
+    risk VARCHAR,
+    tokens_in BIGINT,
+    tokens_out BIGINT,
+    cost_usd DOUBLE,
+    replays VARCHAR
 );
 
 -- one row per decision, carrying its candidate's identity (hashes, measurement key, hypothesis),
@@ -135,4 +151,68 @@ CREATE TABLE proj_exclusions (
     bundle_digest VARCHAR,
     device_kind VARCHAR,
     bundle_key BIGINT
+);
+
+-- store schema v4: what the views read of the rarer events, so that no view parses the payloads of
+-- `events` (docs/STORE.md "Performance of the report queries")
+
+-- one row per RunFinished
+CREATE TABLE proj_finishes (
+    run_id VARCHAR NOT NULL,
+    seq BIGINT NOT NULL,
+    finished_at TIMESTAMPTZ NOT NULL,
+    stopping_reason VARCHAR,
+    success BOOLEAN,
+    winner_id VARCHAR,
+    speedup DOUBLE,
+    detail VARCHAR
+);
+
+-- one row per FinalistRevalidated
+CREATE TABLE proj_revalidations (
+    run_id VARCHAR NOT NULL,
+    candidate_id VARCHAR,
+    seq BIGINT NOT NULL,
+    recorded_at TIMESTAMPTZ NOT NULL,
+    survived BOOLEAN,
+    reason VARCHAR,
+    speedup DOUBLE,
+    ci_low DOUBLE,
+    ci_high DOUBLE,
+    alternations INTEGER
+);
+
+-- one row per case of every DecisionMade (stage 'decision') and FinalistRevalidated ('revalidation')
+CREATE TABLE proj_case_speedups (
+    run_id VARCHAR NOT NULL,
+    candidate_id VARCHAR,
+    stage VARCHAR NOT NULL,
+    case_id VARCHAR,
+    weight DOUBLE,
+    baseline_median_us DOUBLE,
+    candidate_median_us DOUBLE,
+    speedup DOUBLE,
+    baseline_p95_us DOUBLE,
+    candidate_p95_us DOUBLE,
+    baseline_cv DOUBLE,
+    candidate_cv DOUBLE,
+    event_seq BIGINT NOT NULL
+);
+
+-- one row per ModelExchanged: what it cost
+CREATE TABLE proj_exchanges (
+    run_id VARCHAR NOT NULL,
+    seq BIGINT NOT NULL,
+    tokens_in BIGINT,
+    tokens_out BIGINT,
+    cost_usd DOUBLE
+);
+
+-- one row per baseline proposed (candidate_id 'baseline'): the entry point its source names (the
+-- first @triton.jit function; '' when none, NULL when its source is not stored), for run_identity
+CREATE TABLE proj_baselines (
+    run_id VARCHAR NOT NULL,
+    seq BIGINT NOT NULL,
+    source_hash VARCHAR,
+    entry_point VARCHAR
 );

@@ -1,19 +1,34 @@
 """The store file's tables and their version: creating them, checking a file is a store this
-tlxdb can read, and upgrading an older one (tlxstore/sql/schema.sql, upgrade_v2.sql, upgrade_v3.sql)."""
+tlxdb can read, and upgrading an older one (tlxstore/sql/schema.sql, upgrade_v2.sql .. upgrade_v4.sql)."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 
 from tlxstore.errors import StoreError, StoreTooNewError
+from tlxstore.store.projection import projection_statements
 from tlxstore.store.sql import ALIAS, store_sql
 
-# 2: events.pos and projection_state; 3: proj_failures and proj_decisions.measured. An older
-# store is upgraded on open, one step after another.
-STORE_SCHEMA_VERSION = 3
+# 2: events.pos and projection_state; 3: proj_failures and proj_decisions.measured; 4: what the
+# views read of the payloads (proj_runs and proj_candidates columns, proj_finishes,
+# proj_revalidations, proj_case_speedups, proj_exchanges, proj_baselines,
+# run_heads.last_event_at). An older store is upgraded on open, one step after another.
+STORE_SCHEMA_VERSION = 4
+# the tables a step creates that project.sql fills: the step fills them for the events projected
+# before it, with project.sql's own statements, over the `unprojected` table the step makes
+NEW_PROJECTIONS = {
+    4: (
+        "proj_finishes",
+        "proj_revalidations",
+        "proj_case_speedups",
+        "proj_exchanges",
+        "proj_baselines",
+    )
+}
 
 
 def create(con: duckdb.DuckDBPyConnection, path: str | Path, schema_sql: str) -> None:
@@ -61,11 +76,18 @@ def upgrade(con: duckdb.DuckDBPyConnection) -> None:
     """Under the exclusive lock: bring an older store to the current schema in one transaction,
     step by step (upgrade_v2.sql: events gains `pos`, NULL for the events a v1 store projected as
     they came, and projection_state starts with all of them projected; upgrade_v3.sql: the
-    measured flag of decisions). Nothing is done when another process upgraded it meanwhile."""
+    measured flag of decisions; upgrade_v4.sql: the projected columns the views read). Nothing
+    is done when another process upgraded it meanwhile."""
     row = con.execute("SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'").fetchone()
     if row is None or int(row[0]) >= STORE_SCHEMA_VERSION:
         return
     con.execute("BEGIN")
     for version in range(int(row[0]) + 1, STORE_SCHEMA_VERSION + 1):
         con.execute(store_sql(f"upgrade_v{version}"))
+        if version in NEW_PROJECTIONS:
+            for _type, statement in projection_statements():
+                target = re.search(r"INSERT INTO (\w+)", statement)
+                if target is not None and target.group(1) in NEW_PROJECTIONS[version]:
+                    con.execute(statement)
+            con.execute("DROP TABLE unprojected")
     con.execute("COMMIT")
