@@ -46,6 +46,7 @@ from optimizer.evaluation.requests import EvalRequest, EvalSummary, HarnessBundl
 from tlxstore.config import settings
 from tlxstore.errors import TlxdbError
 from tlxstore.events import (
+    BASELINE_ID,
     BenchmarkSampled,
     BuildFinished,
     CaseVerified,
@@ -633,9 +634,10 @@ class _Run:
             for attempt in range(first_attempt, first_attempt + repeats):
                 seed = self.ev._seed()
                 msg = {"op": "verify", "key": key, "case": _case_dict(case), "seed": seed}
-                # the first verification says what the kernels are launched with; the second,
-                # compiled by then, how long each one runs
-                reply = self._call({**msg, "observe": attempt <= 2})
+                # the first verification says what the kernels are launched with; the baseline's
+                # second, compiled by then, how long each one runs (which kernel tune takes first)
+                observe = attempt == 1 or (attempt == 2 and self.cid == BASELINE_ID)
+                reply = self._call({**msg, "observe": observe})
                 if not reply.get("ok"):
                     raise HarnessInvalidError(str(reply.get("error")))
                 passed = bool(reply["passed"])

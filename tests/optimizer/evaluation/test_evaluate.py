@@ -15,6 +15,7 @@ from optimizer.evaluation.attribution import MAIN_TIME
 from optimizer.evaluation.evaluator import Evaluator, HarnessInvalidError
 from optimizer.evaluation.requests import EvalRequest, HarnessBundle
 from tlxstore.events import (
+    BASELINE_ID,
     BenchmarkSampled,
     BuildFinished,
     CaseVerified,
@@ -210,12 +211,16 @@ def test_before_benchmark_runs_after_the_verifications_and_before_the_first_samp
     assert isinstance(events[mark], BenchmarkSampled)
 
 
-def test_the_first_two_verifications_of_each_case_record_every_kernel_launch(tmp_path):
-    """The first says what the kernels are launched with; the second, the kernels compiled by
-    then, how long each runs (the first's times include the JIT compile)."""
+def test_the_baselines_first_two_verifications_record_every_kernel_launch(tmp_path):
+    """The first says what the kernels are launched with; the baseline's second, the kernels
+    compiled by then, how long each runs (the first's times include the JIT compile). A
+    candidate's second verification is not observed: nothing reads it."""
     ev = Evaluator(make_bundle(tmp_path, cases=CASES[:1]))
     events: list = []
     ev.evaluate(request(verify_repeats=2, profile=False), events.append)
+    assert [e.attempt for e in events if isinstance(e, LaunchesObserved)] == [1]
+    events = []
+    ev.evaluate(request(candidate_id=BASELINE_ID, verify_repeats=2, profile=False), events.append)
     observed = [e for e in events if isinstance(e, LaunchesObserved)]
     assert [e.attempt for e in observed] == [1, 2]
     for e in observed:
