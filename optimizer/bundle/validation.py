@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from optimizer import pysource
 from optimizer.bundle.loading import FrozenBundle
 from optimizer.bundle.spec import CaseSpec
 from optimizer.decision import stats
@@ -231,7 +232,7 @@ class _PerturbStores(ast.NodeTransformer):
 
 def wrong_answer_mutant(source: str) -> str | None:
     """The kernel with every stored value shifted by MUTANT_OFFSET, or None when it stores nothing."""
-    tree = ast.parse(source)
+    tree = pysource.parse(source)
     rewriter = _PerturbStores()
     tree = rewriter.visit(tree)
     if rewriter.count == 0:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 
+from optimizer import pysource
 from tlxstore.hashing import digest_json, digest_text
 
 
@@ -41,7 +42,7 @@ class _DropDocstrings(ast.NodeTransformer):
 def normalized_source(text: str) -> str:
     """The source with comments, docstrings and formatting dropped (its AST, unparsed)."""
     try:
-        tree = ast.parse(text)
+        tree = pysource.parse(text)
     except (SyntaxError, ValueError):
         return "\n".join(line.strip() for line in text.splitlines() if line.strip())
     return ast.unparse(_DropDocstrings().visit(tree))

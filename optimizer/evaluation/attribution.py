@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from optimizer import pysource
 from tlxstore.events import ProfileCollected, ProfileMetric
 
 SOURCE = "proton"
@@ -25,7 +26,7 @@ def kernel_functions(source: str) -> list[str]:
     """The names of the functions `source` decorates with something Triton-like (jit, autotune,
     heuristics), in source order; [] when it does not parse."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except (SyntaxError, ValueError):
         return []
     names = []

@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from optimizer import pysource
 from optimizer.providers.knob_sites import (
     Scope,
     caller_literals,
@@ -244,7 +245,7 @@ differed between launches (optimizer.evaluation.launches records them)."""
 class _Collector:
     def __init__(self, source: str, observed: Observed = ()) -> None:
         try:
-            self.tree = ast.parse(source)
+            self.tree = pysource.parse(source)
         except (SyntaxError, ValueError) as e:
             raise KnobError(f"the kernel source does not parse: {e}") from e
         self.data = source.encode("utf-8")

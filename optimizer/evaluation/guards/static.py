@@ -27,6 +27,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from optimizer import pysource
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -779,7 +781,7 @@ def check_source(source: str, trusted_source: str | None = None) -> list[Finding
     parse has none (its build fails on its own). Findings that `trusted_source` (the user's own
     kernel) also has are not reported: the user's kernel defines what is legitimate for it."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except (SyntaxError, ValueError):
         return []
     checker = _Checker()

@@ -9,13 +9,13 @@ differs from the parent.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from optimizer import pysource
 from tlxstore.errors import TlxdbError
 from tlxstore.events import HypothesisKind
 
@@ -92,7 +92,7 @@ def _validation_message(err: ValidationError) -> str:
 def check_source(source: str, parent_source: str) -> None:
     """A proposed source must be complete Python and must change the parent."""
     try:
-        ast.parse(source)
+        pysource.parse(source)
     except SyntaxError as e:
         raise ReplyParseError(f"source is not valid Python: {e.msg} at line {e.lineno}") from None
     if source.strip() == parent_source.strip():
