@@ -361,6 +361,22 @@ class ProfileCollected(Event):
     artifacts: list[str] = []  # absolute paths of raw files
 
 
+class ProfilingFinished(Event):
+    """One candidate's profiling with one tool, a phase of its own: after its last benchmark
+    sample, never inside one. `wall_ms` is the tool's own work for this candidate (Proton's
+    calls; ncu's ranges and its writing of results); `waited_ms` is the part of the candidate's
+    wall time the evaluation spent waiting for it (for ncu also the wait for its child before
+    the benchmark). What a prestarted child did beside other work is in neither."""
+
+    type: Literal["ProfilingFinished"] = "ProfilingFinished"
+    candidate_id: str
+    tool: str  # "proton" or "ncu"
+    level: str | None = None  # ncu's metric set: "summary" or "deep"
+    cases: int = 0  # cases profiled
+    wall_ms: float
+    waited_ms: float
+
+
 class RooflineAssessed(Event):
     """One case of one candidate against the device's ceilings, and whether the three clocks
     (benchmark median, Proton's main kernel per launch, ncu's main-kernel duration) agree."""
@@ -558,7 +574,8 @@ AnyEvent = Annotated[
     | DevicesAssigned
     | DeviceEvaluated
     | LaunchesObserved
-    | KnobsUnreadable,
+    | KnobsUnreadable
+    | ProfilingFinished,
     Field(discriminator="type"),
 ]
 

@@ -31,6 +31,7 @@ from tlxstore.events import (
     ModelExchanged,
     Phase,
     ProfileCollected,
+    ProfilingFinished,
     RooflineAssessed,
     RunFinished,
     RunStarted,
@@ -200,6 +201,12 @@ def _candidate_line(e: Event, state: RunState) -> str | None:
             return _profile_line(e, state)
         case RooflineAssessed():
             return _roofline_line(e)
+        case ProfilingFinished():
+            level = f" ({e.level} set)" if e.level else ""
+            return (
+                f"{e.candidate_id} profiled by {e.tool}{level}, {e.cases} case(s): "
+                f"{e.wall_ms / 1e3:.2f} s, {e.waited_ms / 1e3:.2f} s of it waited for"
+            )
         case IntegrityFlagged():
             return f"{e.candidate_id} {'BLOCKED' if e.blocking else 'flagged'} by {e.guard}: {one_line(e.detail)}"
         case InfrastructureFailed():
