@@ -59,6 +59,7 @@ from tlxstore.events import (
     Phase,
     ProfileCollected,
     ProfileMetric,
+    ProfilingFinished,
 )
 from tlxstore.redaction import without_secrets
 
@@ -68,6 +69,7 @@ POLL_S = 1.0  # how often a wait on the child checks that it is still alive
 DIAGNOSTICS_TAIL_CHARS = 4000  # the tail of a traceback or child log kept as evidence
 EXTRA_VERIFICATIONS = 2  # verifications per case added when a tripwire fires
 PROFILE_SOURCES = ("proton", "ncu", "harness")
+PRESTART_DEADLINE_S = 24 * 3600.0  # a prestarted child waits for its candidate at most this long
 
 
 class HarnessInvalidError(TlxdbError):
@@ -142,6 +144,7 @@ class _Session:
         self.buffer = b""
         self.closed = False
         self.final_log = ""
+        self.load_sent = False  # a prestarted child: its load reply is still to be read
 
     def log_tail(self) -> str:
         try:
@@ -325,12 +328,15 @@ class Evaluator:
         self._seed = seed_source or (lambda: secrets.randbits(62))
         self.pin: dict[str, str] = {}  # set on the children of one device (`pinned`)
         self._live: set[_Session] = set()  # children running now, shared with pinned copies
+        self.keep_ready = False  # start the next candidate's child once a benchmark is done
+        self._ready: _Session | None = None  # that child: started, loading the harness
 
     def pinned(self, env: Mapping[str, str]) -> Evaluator:
         """This evaluator for one device of a parallel run: its children get `env` on top of
         everything else (e.g. CUDA_VISIBLE_DEVICES=3). Copies share `stop`."""
         other = copy.copy(self)
         other.pin = dict(env)
+        other._ready = None
         return other
 
     def stop(self) -> None:
@@ -338,6 +344,41 @@ class Evaluator:
         evaluations end as crashes); for a parallel loop that is interrupted."""
         for session in list(self._live):
             session.kill()
+
+    def close(self) -> None:
+        """End the child kept ready for a next candidate, if there is one."""
+        ready, self._ready = self._ready, None
+        if ready is not None:
+            ready.kill()
+            ready.close()
+            self._live.discard(ready)
+
+    def prestart(self) -> None:
+        """Start the next evaluation's child now: Python, torch and the harness load while the
+        loop profiles, decides and proposes (CPU work, never beside a benchmark sample)."""
+        if self._ready is not None:
+            return
+        session = self._start(PRESTART_DEADLINE_S)
+        try:
+            session.send(self._load_message())
+        except _ChildGone:
+            session.close()
+            self._live.discard(session)
+            return
+        session.load_sent = True
+        self._ready = session
+
+    def _take_ready(self, timeout_s: float) -> _Session | None:
+        """The prestarted child, its deadline now this evaluation's (None: none, or it died)."""
+        ready, self._ready = self._ready, None
+        if ready is None:
+            return None
+        if ready.proc.poll() is not None:
+            ready.close()
+            self._live.discard(ready)
+            return None
+        ready.deadline = time.monotonic() + timeout_s
+        return ready
 
     # ---- the child -------------------------------------------------------------------------
     def _child_env(self) -> dict[str, str]:
@@ -358,14 +399,19 @@ class Evaluator:
         self._live.add(session)
         return session
 
+    def _load_message(self) -> dict[str, Any]:
+        return {
+            "op": "load",
+            "bundle_root": str(self.bundle.root),
+            "harness_file": self.bundle.harness_file,
+        }
+
     def _load(self, session: _Session) -> dict[str, Any]:
-        reply = session.call(
-            {
-                "op": "load",
-                "bundle_root": str(self.bundle.root),
-                "harness_file": self.bundle.harness_file,
-            }
-        )
+        if session.load_sent:
+            session.load_sent = False
+            reply = session.receive()
+        else:
+            reply = session.call(self._load_message())
         if not reply.get("ok"):
             raise HarnessInvalidError(
                 f"{self.bundle.harness_file}: {reply.get('error')}"
@@ -388,11 +434,16 @@ class Evaluator:
 
     # ---- evaluate --------------------------------------------------------------------------
     def evaluate(
-        self, req: EvalRequest, emit: Emit, before_benchmark: Callable[[], None] | None = None
+        self,
+        req: EvalRequest,
+        emit: Emit,
+        before_benchmark: Callable[[], None] | None = None,
+        after_benchmark: Callable[[], None] | None = None,
     ) -> EvalSummary:
         """Build, verify (repeatedly, fresh seeds), benchmark, verify again, profile; emit events.
         `before_benchmark` runs once the candidate verified, right before its first sample (the
-        loop waits there for work of its own that must not overlap a sample)."""
+        loop waits there for work of its own that must not overlap a sample); `after_benchmark`
+        once its last sample is taken (the loop may start work of its own from there on)."""
         cid = req.candidate_id
         if self.static_checks:
             findings = static_guard.check_source(req.source, self.trusted_source)
@@ -446,9 +497,24 @@ class Evaluator:
                 )
                 p.stage = "benchmark"
                 run.benchmark_cases("A", cases, req.repetitions, block=1)
+            if self.keep_ready:  # the last sample is taken: the next child may start loading
+                self.prestart()
+            if after_benchmark is not None:
+                after_benchmark()
             if req.profile:
                 p.stage = "profile"
-                run.attribute_cases("A", cases, req.source, req.artifacts_dir)
+                t0 = time.monotonic()
+                if run.attribute_cases("A", cases, req.source, req.artifacts_dir):
+                    wall_ms = (time.monotonic() - t0) * 1e3
+                    emit(
+                        ProfilingFinished(
+                            candidate_id=cid,
+                            tool=attribution.SOURCE,
+                            cases=len(cases),
+                            wall_ms=wall_ms,
+                            waited_ms=wall_ms,
+                        )
+                    )
             if req.profile and loaded.get("profile_args"):
                 p.stage = "profile"
                 run.profile_cases("A", cases, loaded["profile_args"], req.artifacts_dir)
@@ -509,7 +575,7 @@ class Evaluator:
         before = file_guard.hash_paths(self.bundle.protected_paths)
         p = _Progress()
         reason, blocked, infra = "", False, False
-        session = self._start(timeout_s)
+        session = self._take_ready(timeout_s) or self._start(timeout_s)
         try:
             loaded = self._load(session)
             body(session, loaded, p)
@@ -722,9 +788,12 @@ class _Run:
 
     def attribute_cases(
         self, key: str, cases: list[CaseSpec], source: str, artifacts_dir: Path | None
-    ) -> None:
-        """Launch attribution under Proton, one extra harness call per case (see attribution)."""
+    ) -> int:
+        """Launch attribution under Proton, one extra harness call per case (see attribution):
+        `benchmark(artifact, case, 1)`, or `verify` where that benchmark raises under Proton;
+        returns how many cases got it."""
         own = attribution.kernel_functions(source)
+        attributed = 0
         for case in cases:
             case_dir = (
                 Path(artifacts_dir) / self.cid / case_folder(case.case_id)
@@ -732,27 +801,41 @@ class _Run:
                 else self.session.workdir / "proton" / case_folder(case.case_id)
             )
             case_dir.mkdir(parents=True, exist_ok=True)
-            reply = self._call(
-                {
-                    "op": "attribute",
-                    "key": key,
-                    "case": _case_dict(case),
-                    "mode": "benchmark",
-                    "artifacts_dir": str(case_dir.resolve()),
-                }
-            )
-            if not reply.get("ok"):
-                detail = str(reply.get("error")) + (
-                    f": {_last_line(reply['traceback'])}" if reply.get("traceback") else ""
+            failed: list[str] = []  # why each harness call failed under Proton
+            for mode in ("benchmark", "verify"):
+                reply = self._call(
+                    {
+                        "op": "attribute",
+                        "key": key,
+                        "case": _case_dict(case),
+                        "mode": mode,
+                        "artifacts_dir": str(case_dir.resolve()),
+                    }
                 )
+                if reply.get("ok"):
+                    break
+                failed.append(
+                    f"{mode}: {reply.get('error')}"
+                    + (f": {_last_line(reply['traceback'])}" if reply.get("traceback") else "")
+                )
+            if not reply.get("ok"):
+                detail = "; ".join(failed)
                 self.emit(attribution.unavailable_event(self.cid, case.case_id, tail(detail)))
             elif not reply.get("available"):
                 reason = str(reply.get("reason"))
                 self.emit(attribution.unavailable_event(self.cid, case.case_id, reason))
                 if "unavailable on this target" in reason:
-                    return  # the same for every case: one event says it
+                    return attributed  # the same for every case: one event says it
             else:
-                self.emit(attribution.attribution_event(self.cid, case.case_id, reply, own))
+                event = attribution.attribution_event(self.cid, case.case_id, reply, own)
+                if failed:  # attributed over verify: say why
+                    note = f"attributed over verify; benchmark(artifact, case, 1) {failed[0]}"
+                    event = event.model_copy(
+                        update={"diagnostics": "\n".join(filter(None, [note, event.diagnostics]))}
+                    )
+                self.emit(event)
+                attributed += 1
+        return attributed
 
     def profile_cases(
         self, key: str, cases: list[CaseSpec], profile_args: int, artifacts_dir: Path | None

@@ -2,17 +2,21 @@
 
 Invariants:
 - The child runs under `ncu --clock-control none --profile-from-start off` with a kernel filter
-  (the main kernel of the launch attribution) and profiles exactly one launch per case: the one
-  after WARMUP_LAUNCHES launches of the main kernel, over `verify` calls (one launch each, and
-  far shorter than a benchmark under ncu; optimizer.evaluation.child's `ncu_range`). Benchmark
-  samples are never taken under ncu.
+  (the main kernel of the launch attribution) and profiles exactly one launch per case, over
+  `verify` calls (one launch each, and far shorter than a benchmark under ncu;
+  optimizer.evaluation.child's `ncu_range`): the first launch of a range when `begin` already
+  verified that case in the child (its warm-up launch), else the one after WARMUP_LAUNCHES
+  launches. Benchmark samples are never taken under ncu.
 - ncu writes its results when the program ends, so every candidate gets a child of its own. What
-  would dominate (starting Python, importing torch, triton and the harness, creating the CUDA
-  context under ncu, building the candidate) is paid off the critical path: the next child is
-  started, loads the harness and creates its context as soon as the previous one is done; the
-  loop hands it the next candidate's source when that candidate's evaluation starts (`begin`)
-  and waits for it (`settle`) before that candidate's benchmark: nothing of it overlaps a
-  benchmark sample.
+  would dominate (starting Python, importing torch, triton and the harness under ncu) is paid off
+  the critical path: the next candidate's child is started when a candidate's last benchmark
+  sample is taken (`prestart`, beside the evaluator's own next child), and loads while this
+  candidate is attributed, profiled, decided and the next one proposed. It touches the GPU only
+  once the profile before it is done (`_Child.release`: its CUDA context), so nothing of it runs
+  beside another child's ncu range. The loop hands it the candidate's source when that
+  candidate's evaluation starts (`begin`: it builds and verifies every case once, so the kernel
+  is compiled and every module loaded) and waits for it (`settle`) before that candidate's
+  benchmark: nothing of it overlaps a benchmark sample.
 - A metric this GPU or ncu does not know ("Failed to find metric") is dropped from later runs and
   recorded as null with a diagnostic; the run that met it is repeated once without it.
 - Every profiled case becomes one ProfileCollected event with source "ncu"; the wall time the
@@ -33,15 +37,20 @@ from typing import Any
 from optimizer.bundle.spec import CaseSpec
 from optimizer.decision.kernel import Level
 from optimizer.evaluation.attribution import PROFILING_WALL
-from optimizer.evaluation.evaluator import Evaluator, _ChildGone, _Session, tail
+from optimizer.evaluation.evaluator import (
+    PRESTART_DEADLINE_S,
+    Evaluator,
+    _ChildGone,
+    _Session,
+    tail,
+)
 from profilers import ncu
 from tlxstore.events import ProfileCollected, ProfileMetric
 
 SOURCE = "ncu"
 WARMUP_LAUNCHES = 1
-PRESTART_DEADLINE_S = 24 * 3600.0  # a prestarted child waits for its candidate at most this long
-CHILD_WALL = "ncu_child_wall_ms"
-SETTLE_TIMEOUT_S = 300.0  # a prestarted child that has not loaded and built by then is dropped  # the whole profile of one candidate, all cases, start to end
+CHILD_WALL = "ncu_child_wall_ms"  # the whole profile of one candidate, all cases, start to end
+SETTLE_TIMEOUT_S = 300.0  # a prestarted child that has not loaded and built by then is dropped
 
 
 METRICS = {Level.SUMMARY: ncu.SUMMARY_METRICS, Level.DEEP: ncu.DEEP_METRICS}
@@ -54,7 +63,8 @@ class NcuResult:
     events: list[ProfileCollected] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # metrics ncu does not know here
     diagnostics: list[str] = field(default_factory=list)
-    wall_ms: float = 0.0
+    wall_ms: float = 0.0  # the profile itself: its ranges, and ncu writing its results
+    settle_ms: float = 0.0  # how long the candidate's evaluation waited for the child before
 
 
 class _Child:
@@ -80,44 +90,83 @@ class _Child:
             ev._child_env(),
             wrapper=wrapper,
         )
-        self.session.send(
-            {
-                "op": "load",
-                "bundle_root": str(ev.bundle.root),
-                "harness_file": ev.bundle.harness_file,
-            }
-        )
-        self.session.send({"op": "warm"})
-        self.pending = ["load", "warm"]  # replies asked for and not yet read
+        self.session.send(ev._load_message())
+        self.pending: list[str] = ["load"]  # replies asked for and not yet read
+        self.released = False  # whether it may touch the GPU (its CUDA context made)
         self.failed = ""  # why the child cannot profile, once known
         self.built: str | None = None  # the source the child has built
+        self.warmed: set[str] = set()  # cases verified once since the build (warm-up launch)
+        self.waited_ms = 0.0  # how long the loop waited for it before the benchmark
+
+    def release(self) -> None:
+        """The GPU is free of other ncu work: make the CUDA context now."""
+        if not self.released:
+            self.released = True
+            self.session.send({"op": "warm"})
+            self.pending.append("warm")
 
     def begin(self, source: str) -> None:
-        """Build the candidate now (while its evaluation verifies), not on the critical path."""
+        """Build the candidate and verify each case once (compile, load every module), while
+        the candidate's own evaluation verifies: not on the critical path."""
+        self.release()
         self.session.send(
             {"op": "build", "key": "A", "source": source, "target": self.ev.bundle.target}
         )
         self.pending.append("build")
         self.built = source
+        self.warmed = set()
+        for case in self.ev.bundle.cases:
+            self.session.send(
+                {
+                    "op": "verify",
+                    "key": "A",
+                    "case": case.model_dump(mode="json"),
+                    "seed": self.ev._seed(),
+                }
+            )
+            self.pending.append(f"verify:{case.case_id}")
 
     def settle(self, timeout_s: float) -> None:
         """Read every reply asked for; raises _ChildGone when the child died or hung."""
-        self.session.deadline = time.monotonic() + timeout_s
-        while self.pending:
-            what = self.pending.pop(0)
-            reply = self.session.receive()
-            if what == "build" and (not reply.get("ok") or not reply.get("success")):
-                self.built = None
-                self.failed = "the build failed: " + tail(
-                    str(reply.get("diagnostics") or reply.get("error")), 300
-                )
-            elif not reply.get("ok"):
-                self.failed = f"{what} failed: {reply.get('error')}"
+        t0 = time.monotonic()
+        self.session.deadline = t0 + timeout_s
+        try:
+            while self.pending:
+                what = self.pending.pop(0)
+                reply = self.session.receive()
+                if what.startswith("verify:"):
+                    if reply.get("ok"):  # passed or not: the kernel has launched once
+                        self.warmed.add(what.split(":", 1)[1])
+                elif what == "build" and (not reply.get("ok") or not reply.get("success")):
+                    self.built = None
+                    self.failed = "the build failed: " + tail(
+                        str(reply.get("diagnostics") or reply.get("error")), 300
+                    )
+                elif not reply.get("ok"):
+                    self.failed = f"{what} failed: {reply.get('error')}"
+        finally:
+            self.waited_ms += (time.monotonic() - t0) * 1e3
 
     def discard(self) -> None:
         self.session.kill()
         self.session.close()
         shutil.rmtree(self.logdir, ignore_errors=True)
+
+    def _range(self, case: CaseSpec) -> dict[str, Any]:
+        """One case's ncu range: one launch profiled, after a warm-up launch of the kernel."""
+        skip = 0 if case.case_id in self.warmed else WARMUP_LAUNCHES
+        reply = self.session.call(
+            {
+                "op": "ncu_range",
+                "key": "A",
+                "case": case.model_dump(mode="json"),
+                "kernel": self.kernel,
+                "skip": skip,
+                "mode": "verify",  # one launch a call
+                "calls": skip + 1,
+            }
+        )
+        return {**reply, "launch": WARMUP_LAUNCHES + 1 if skip == 0 else skip + 1}
 
     def profile(
         self,
@@ -130,7 +179,7 @@ class _Child:
         t0 = time.monotonic()
         s = self.session
         s.deadline = t0 + timeout_s
-        out = NcuResult()
+        out = NcuResult(settle_ms=self.waited_ms)
         ranges: list[tuple[CaseSpec, dict[str, Any]]] = []
         try:
             if self.built != source:
@@ -141,18 +190,7 @@ class _Child:
                 out.diagnostics.append(f"ncu child: {self.failed}")
                 return out
             for case in cases:
-                reply = s.call(
-                    {
-                        "op": "ncu_range",
-                        "key": "A",
-                        "case": case.model_dump(mode="json"),
-                        "kernel": self.kernel,
-                        "skip": WARMUP_LAUNCHES,
-                        "mode": "verify",  # one launch a call: two calls, the second profiled
-                        "calls": WARMUP_LAUNCHES + 1,
-                    }
-                )
-                ranges.append((case, reply))
+                ranges.append((case, self._range(case)))
         except _ChildGone as g:
             out.diagnostics.append(f"ncu child: {g.kind.value}: {tail(g.detail, 300)}")
         finally:
@@ -183,7 +221,7 @@ class _Child:
         artifacts: list[str],
         out: NcuResult,
     ) -> ProfileCollected:
-        head = f"ncu {self.level.value} set: launch {WARMUP_LAUNCHES + 1} of {self.kernel}"
+        head = f"ncu {self.level.value} set: launch {reply.get('launch')} of {self.kernel}"
         diagnostics = [head, *out.diagnostics]
         launch = next(launches, None) if reply.get("ok") and reply.get("profiled") else None
         if not reply.get("ok"):
@@ -215,13 +253,18 @@ class _Child:
 
 
 class NcuProfiler:
-    """ncu for one run: a prestarted child per candidate, summary or deep set."""
+    """ncu for one run: a child per candidate, prestarted, summary or deep set.
+
+    Two children at most: the one the candidate under evaluation has begun (`_current`) and the
+    one prestarted for the next candidate (`_next`)."""
 
     def __init__(self, evaluator: Evaluator, ncu_command: str = "ncu") -> None:
         self.ev = evaluator
         self.ncu_path = shutil.which(ncu_command)
         self.unsupported: list[str] = []
-        self._ready: _Child | None = None
+        self.kernel: str | None = None  # the main kernel last profiled: the next child's filter
+        self._current: _Child | None = None
+        self._next: _Child | None = None
 
     def unavailable(self) -> str | None:
         """Why ncu cannot profile this bundle's kernels (None: it can)."""
@@ -235,43 +278,67 @@ class NcuProfiler:
     def _metrics(self, level: Level) -> list[str]:
         return [m for m in METRICS[level] if m not in self.unsupported]
 
-    def _child(self, kernel: str, level: Level) -> _Child:
+    def _new(self, kernel: str, level: Level) -> _Child:
         assert self.ncu_path is not None
-        ready, self._ready = self._ready, None
-        if ready is not None and (ready.kernel, ready.level) == (kernel, level):
-            return ready
-        if ready is not None:
-            ready.discard()
         return _Child(self.ev, self.ncu_path, kernel, level, self._metrics(level))
 
-    def prestart(self, kernel: str, level: Level = Level.SUMMARY) -> None:
-        """Start the child the next candidate will most likely need (no GPU work until asked)."""
-        if self.unavailable() is None and self._ready is None:
-            self._ready = _Child(
-                self.ev, self.ncu_path or "ncu", kernel, level, self._metrics(level)
-            )
+    def _child(self, kernel: str, level: Level, source: str) -> _Child:
+        """The child begun with this candidate if it fits; else the prestarted one if it fits
+        (a parallel run begins none), else a fresh one. Released: no other range runs now."""
+        child, self._current = self._current, None
+        if child is not None and (child.kernel, child.level, child.built) == (
+            kernel,
+            level,
+            source,
+        ):
+            return child
+        if child is not None:
+            child.discard()
+        if self._next is not None and (self._next.kernel, self._next.level) == (kernel, level):
+            child, self._next = self._next, None
+        else:
+            child = self._new(kernel, level)
+        child.release()
+        return child
+
+    def prestart(self) -> None:
+        """Start the child the next candidate will most likely need: it loads the harness and
+        touches no GPU until released. Called once a candidate's last sample is taken."""
+        if self.unavailable() is None and self._next is None and self.kernel is not None:
+            self._next = self._new(self.kernel, Level.SUMMARY)
 
     def begin(self, source: str) -> None:
-        """Hand the next candidate's source to the prestarted child, which builds it at once."""
-        ready = self._ready
-        if ready is not None:
+        """Hand the candidate's source to the prestarted child, which builds it at once."""
+        if self._current is not None:
+            self._current.discard()
+        child, self._next = self._next, None
+        self._current = child
+        if child is not None:
             try:
-                ready.begin(source)
+                child.begin(source)
             except _ChildGone:
-                self._ready = None
-                ready.discard()
+                self._current = None
+                child.discard()
 
     def settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
-        """Wait until the prestarted child has done what it was asked (called before the
+        """Wait until the begun child has done what it was asked (called before the
         candidate's benchmark, so no profiling work overlaps a benchmark sample)."""
-        ready = self._ready
-        if ready is None:
+        child = self._current
+        if child is None:
             return
         try:
-            ready.settle(timeout_s)
+            child.settle(timeout_s)
         except _ChildGone:
-            self._ready = None
-            ready.discard()
+            self._current = None
+            child.discard()
+
+    def skip(self) -> None:
+        """The candidate begun gets no ncu profile: its child ends, the next may use the GPU."""
+        child, self._current = self._current, None
+        if child is not None:
+            child.discard()
+        if self._next is not None:
+            self._next.release()
 
     def profile(
         self,
@@ -283,11 +350,14 @@ class NcuProfiler:
         timeout_s: float,
         keep_dir: Path | None = None,
     ) -> NcuResult:
-        result = self._child(kernel, level).profile(cid, source, cases, timeout_s, keep_dir)
+        self.kernel = kernel
+        result = self._child(kernel, level, source).profile(cid, source, cases, timeout_s, keep_dir)
         if result.missing:
             self.unsupported += [m for m in result.missing if m not in self.unsupported]
             if not any(e.metrics and e.metrics[0].value is not None for e in result.events):
-                retry = self._child(kernel, level).profile(cid, source, cases, timeout_s, keep_dir)
+                retry = self._child(kernel, level, source).profile(
+                    cid, source, cases, timeout_s, keep_dir
+                )
                 retry.wall_ms += result.wall_ms
                 result = retry
             note = "; ".join(f"{m} is not supported by this GPU or ncu" for m in self.unsupported)
@@ -307,11 +377,13 @@ class NcuProfiler:
                 )
                 for e in result.events
             ]
-        self.prestart(kernel)
+        self.skip()  # the profile is done: the next child may use the GPU (or start now)
+        self.prestart()
         return result
 
     def close(self) -> None:
-        ready, self._ready = self._ready, None
-        if ready is not None:
-            with contextlib.suppress(Exception):
-                ready.discard()
+        for child in (self._current, self._next):
+            if child is not None:
+                with contextlib.suppress(Exception):
+                    child.discard()
+        self._current = self._next = None

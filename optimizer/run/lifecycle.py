@@ -417,19 +417,25 @@ def optimize(
             *([prep.devices.assigned] if prep.devices else []),
             *_baseline_events(prep.kernel_source),
         )
-        _validate_run(run, prep, out, request.strict_validation)
-        out.mkdir(parents=True, exist_ok=True)
-        with run_lease(out, run_id):
-            ws.record(out)  # for a resume to remove, should this process be killed
-            shutil.move(str(run.log.path), str(setup.output.log_path))
-            write_atomic(setup.output.root / REQUEST_FILE, request.model_dump_json(indent=2) + "\n")
-            if snapshot is not None:
+        prep.evaluator.keep_ready = True  # the first candidate's child loads as validation ends
+        try:
+            _validate_run(run, prep, out, request.strict_validation)
+            out.mkdir(parents=True, exist_ok=True)
+            with run_lease(out, run_id):
+                ws.record(out)  # for a resume to remove, should this process be killed
+                shutil.move(str(run.log.path), str(setup.output.log_path))
                 write_atomic(
-                    setup.output.root / SNAPSHOT_FILE, snapshot.model_dump_json(indent=2) + "\n"
+                    setup.output.root / REQUEST_FILE, request.model_dump_json(indent=2) + "\n"
                 )
-            run.log = RunLog.open(setup.output.log_path, redactor=_redactor(prep))
-            run.ingest()
-            return run.run()
+                if snapshot is not None:
+                    write_atomic(
+                        setup.output.root / SNAPSHOT_FILE, snapshot.model_dump_json(indent=2) + "\n"
+                    )
+                run.log = RunLog.open(setup.output.log_path, redactor=_redactor(prep))
+                run.ingest()
+                return run.run()
+        finally:
+            prep.evaluator.close()
 
 
 def _validate_run(run: RunLoop, prep: Prepared, out: Path, strict: bool) -> None:

@@ -32,6 +32,7 @@ from typing import Literal
 from optimizer.bundle.loading import BundleChangedError, FrozenBundle
 from optimizer.decision import kernel, policy, stats
 from optimizer.decision.identity import source_hashes
+from optimizer.evaluation import ncu_child
 from optimizer.evaluation.evaluator import Evaluator
 from optimizer.evaluation.guards import files as file_guard
 from optimizer.evaluation.ncu_child import NcuProfiler
@@ -60,6 +61,7 @@ from tlxstore.events import (
     IntegrityFlagged,
     Outcome,
     Phase,
+    ProfilingFinished,
     RunFinished,
     SearchEnded,
     SourceStored,
@@ -355,6 +357,7 @@ class RunLoop:
             Step.COMMIT: self._commit,
             Step.FINISH: self._finish,
         }
+        self.s.evaluator.keep_ready = True  # each candidate's child loads during the last one's end
         try:
             base = self.state.candidates.get(BASELINE_ID)
             if base is not None and base.samples and kernel.needs_profiling(base):
@@ -388,6 +391,7 @@ class RunLoop:
             if reason is StoppingReason.ERROR:
                 raise
         finally:
+            self.s.evaluator.close()
             if self.s.ncu is not None:
                 self.s.ncu.close()
             self.ingest()
@@ -609,6 +613,7 @@ class RunLoop:
             self._request(cid),
             lambda ev: self.append(ev),
             before_benchmark=None if ncu is None else ncu.settle,
+            after_benchmark=None if ncu is None else ncu.prestart,
         )
         self._decide(nxt)
 
@@ -644,22 +649,36 @@ class RunLoop:
         level = kernel.profiling_level(
             self.state, cid, self.s.thresholds, weights, protected, finalist
         )
-        if level is None:
-            return
         c = self.state.candidates[cid]
         main, ncu = kernel.main_kernel(c), self.s.ncu
-        if ncu is not None and main is not None and ncu.unavailable() is None:
+        if ncu is None or level is None or main is None or ncu.unavailable() is not None:
+            if ncu is not None:
+                ncu.skip()  # the next candidate's ncu child may use the GPU
+            if level is None:
+                return
+        else:
             measured = c.samples_by_case()
+            cases = [case for case in self.s.evaluator.bundle.cases if measured.get(case.case_id)]
             result = ncu.profile(
                 cid,
                 self._source(cid),
-                [case for case in self.s.evaluator.bundle.cases if measured.get(case.case_id)],
+                cases,
                 main,
                 level,
                 timeout_s=self.s.thresholds.max_candidate_seconds,
                 keep_dir=self.s.output.artifacts_dir(cid),
             )
-            self.append(*result.events)
+            self.append(
+                *result.events,
+                ProfilingFinished(
+                    candidate_id=cid,
+                    tool=ncu_child.SOURCE,
+                    level=level.value,
+                    cases=len(cases),
+                    wall_ms=result.wall_ms,
+                    waited_ms=result.settle_ms + result.wall_ms,
+                ),
+            )
         started = self.state.started
         assert started is not None
         self.append(*kernel.assess(self.state, cid, started.device.kind))

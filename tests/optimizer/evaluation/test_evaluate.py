@@ -211,6 +211,60 @@ def test_before_benchmark_runs_after_the_verifications_and_before_the_first_samp
     assert isinstance(events[mark], BenchmarkSampled)
 
 
+def test_the_next_candidates_child_loads_once_the_last_sample_is_taken_and_serves_it(tmp_path):
+    """keep_ready: the child of the next evaluation is started after this one's last sample (it
+    imports the harness while the loop profiles, decides and proposes) and that evaluation runs
+    in it; every candidate still gets a process of its own, and close() ends the spare one."""
+    harness = HARNESS.replace(
+        "_n = [0]", '_n = [0]\nopen(os.environ["MARKS"], "a").write(f"load {os.getpid()} {time.time()}\\n")'
+    ) + textwrap.dedent(
+        """
+        _orig_benchmark = benchmark
+        def benchmark(mod, case, repetitions):
+            samples = _orig_benchmark(mod, case, repetitions)
+            open(os.environ["MARKS"], "a").write(f"sampled {os.getpid()} {time.time()}\\n")
+            return samples
+        """
+    )
+    marks = tmp_path / "marks"
+
+    def lines() -> list[tuple[str, int, float]]:
+        return [(w, int(p), float(t)) for w, p, t in map(str.split, marks.read_text().splitlines())]
+
+    ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1], env={"MARKS": str(marks)}))
+    ev.keep_ready = True
+    try:
+        run(ev, request(candidate_id="c001", verify_repeats=1, profile=False))
+        deadline = time.monotonic() + 120
+        while len(lines()) < 3 and time.monotonic() < deadline:  # the spare child loads
+            time.sleep(0.05)
+        (_, pid1, _), (_, _, sampled1), (what, spare, loaded) = lines()
+        assert what == "load" and spare != pid1 and loaded > sampled1
+        began = time.time()
+        run(ev, request(candidate_id="c002", verify_repeats=1, profile=False))
+        # c002 ran in the spare child, loaded before its evaluation began; a third is loading
+        assert [(w, p) for w, p, _ in lines()[3:4]] == [("sampled", spare)] and loaded < began
+    finally:
+        ev.close()
+    for pid in {p for _, p, _ in lines()}:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_prestarted_child_that_died_is_replaced_by_a_fresh_one(tmp_path):
+    ev = Evaluator(make_bundle(tmp_path, cases=CASES[:1]))
+    ev.keep_ready = True
+    try:
+        summary, _ = run(ev, request(verify_repeats=1, profile=False))
+        assert summary.benchmarked
+        ev.stop()  # kills every child of this evaluator, the spare one too
+        summary, events = run(ev, request(candidate_id="c002", verify_repeats=1, profile=False))
+        assert summary.verified and summary.benchmarked, summary
+        assert not of(events, InfrastructureFailed)
+    finally:
+        ev.close()
+
+
 def test_the_baselines_first_two_verifications_record_every_kernel_launch(tmp_path):
     """The first says what the kernels are launched with; the baseline's second, the kernels
     compiled by then, how long each runs (the first's times include the JIT compile). A

@@ -117,6 +117,7 @@ def test_one_launch_per_case_is_profiled_under_ncu_and_the_next_child_is_prestar
     assert p.unavailable() is None
     cases = p.ev.bundle.cases
     try:
+        # the baseline: a cold child (no candidate was begun), one warm-up launch then the profiled
         result = p.profile("c001", KERNEL, cases, "add_kernel", Level.SUMMARY, 120, tmp_path / "k")
         assert [e.case_id for e in result.events] == ["a", "b"], result.diagnostics
         for e in result.events:
@@ -125,17 +126,45 @@ def test_one_launch_per_case_is_profiled_under_ncu_and_the_next_child_is_prestar
             assert m[ncu_child.PROFILING_WALL].value > 0 and m[ncu_child.CHILD_WALL].value > 0
             assert e.diagnostics.startswith("ncu summary set: launch 2 of add_kernel")
             assert Path(e.artifacts[0]).name == "ncu-summary.csv"
-        assert p._ready is not None and p._ready.kernel == "add_kernel"  # waiting for the next
-        # the loop hands the next source over when its evaluation starts, and waits before
-        # the benchmark: by then the prestarted child has loaded, made its context and built it
+        assert result.wall_ms > 0 and result.settle_ms == 0.0
+        # the next candidate's child is loading; it touches no GPU before it is begun or released
+        nxt = p._next
+        assert nxt is not None and nxt.kernel == "add_kernel" and nxt.pending == ["load"]
+        # the loop hands the next source over when its evaluation starts, and waits before the
+        # benchmark: by then the child has made its context, built it and verified every case
         p.begin(KERNEL)
         p.settle()
-        assert p._ready is not None and p._ready.built == KERNEL and not p._ready.pending
+        cur = p._current
+        assert cur is nxt and p._next is None
+        assert cur.built == KERNEL and not cur.pending and cur.warmed == {"a", "b"}
+        assert cur.released and cur.waited_ms > 0
+        p.prestart()  # its last sample is taken: the child after it starts loading meanwhile
+        assert p._next is not None and p._next is not cur and p._next.pending == ["load"]
+        waited = cur.waited_ms
         again = p.profile("c002", KERNEL, cases[:1], "add_kernel", Level.SUMMARY, 120)
-        assert len(again.events) == 1 and again.events[0].metrics[0].value is not None
+        (e,) = again.events
+        assert e.metrics[0].value is not None and again.settle_ms == waited
+        # its warm-up launch was the verification during begin: the range's first launch counts
+        assert e.diagnostics.startswith("ncu summary set: launch 2 of add_kernel")
+        assert p._current is None and p._next is not None and p._next.released
     finally:
         p.close()
-    assert p._ready is None
+    assert p._current is None and p._next is None
+
+
+def test_a_candidate_with_no_ncu_profile_frees_the_gpu_for_the_next_child(tmp_path):
+    p = profiler(tmp_path)
+    p.kernel = "add_kernel"
+    try:
+        p.prestart()
+        p.begin(KERNEL)
+        p.prestart()
+        waiting = p._next
+        assert waiting is not None and not waiting.released
+        p.skip()  # the loop decided this candidate gets no ncu profile (a clear loser)
+        assert p._current is None and waiting.released and p._next is waiting
+    finally:
+        p.close()
 
 
 def test_a_metric_ncu_does_not_know_is_dropped_null_with_a_diagnostic_and_the_run_repeated(
@@ -160,3 +189,19 @@ def test_ncu_is_unavailable_on_a_cpu_target(tmp_path):
     root.mkdir()
     bundle = HarnessBundle(root=root, cases=[], target={"backend": "cpu"})
     assert "unavailable on this target" in NcuProfiler(Evaluator(bundle)).unavailable()
+
+
+def test_a_parallel_run_that_begins_no_child_is_profiled_by_the_prestarted_one(tmp_path):
+    p = profiler(tmp_path)
+    p.kernel = "add_kernel"
+    try:
+        p.prestart()
+        waiting = p._next
+        assert waiting is not None
+        result = p.profile("c003", KERNEL, p.ev.bundle.cases[:1], "add_kernel", Level.SUMMARY, 120)
+        (e,) = result.events
+        assert e.metrics[0].value is not None, result.diagnostics
+        assert waiting.session.closed and p._next is not waiting  # used, and a next one waits
+        assert e.diagnostics.startswith("ncu summary set: launch 2 of add_kernel")
+    finally:
+        p.close()
