@@ -14,6 +14,10 @@ from profilers.hardware import Ceiling, DeviceSpec, Resource
 from profilers.metrics import Metric, MetricSource
 
 
+# A kernel reaching this fraction of one ceiling is bound by it when the other amount is unknown.
+DOMINANT_FRACTION = 0.5
+
+
 class Bound(StrEnum):
     MEMORY = "memory"
     COMPUTE = "compute"
@@ -70,18 +74,26 @@ def roofline(
 ) -> RooflinePoint:
     """Achieved rates, their fractions of the device's ceilings, and which ceiling binds.
 
-    The bound is decided by arithmetic intensity against the ridge point, so it needs both
-    bytes and flops and both ceilings; otherwise it is UNKNOWN.
+    With bytes and flops and both ceilings, the bound is decided by arithmetic intensity against
+    the ridge point. With one of the two amounts only (a memory-bound kernel whose harness
+    declares no flops, profiled by ncu's summary set, which counts no flops), the kernel is
+    bound by that resource when it reaches at least DOMINANT_FRACTION of its ceiling: nothing
+    else can be using more of the time. Otherwise the bound is UNKNOWN.
     """
     _check_time(time_us)
     bw, fl = device.ceiling(Resource.DRAM_BANDWIDTH), device.ceiling(compute)
     achieved_bw, achieved_fl = _rate(bytes_moved, time_us), _rate(flops, time_us)
+    bw_fraction, fl_fraction = _fraction(achieved_bw, bw), _fraction(achieved_fl, fl)
     intensity = flops / bytes_moved if flops is not None and bytes_moved else None
     ridge = fl.value / bw.value if fl is not None and bw is not None else None
-    if intensity is None or ridge is None:
-        bound = Bound.UNKNOWN
-    else:
+    if intensity is not None and ridge is not None:
         bound = Bound.MEMORY if intensity < ridge else Bound.COMPUTE
+    elif flops is None and bw_fraction is not None and bw_fraction >= DOMINANT_FRACTION:
+        bound = Bound.MEMORY
+    elif bytes_moved is None and fl_fraction is not None and fl_fraction >= DOMINANT_FRACTION:
+        bound = Bound.COMPUTE
+    else:
+        bound = Bound.UNKNOWN
     return RooflinePoint(
         time_us=time_us,
         bytes_moved=bytes_moved,
@@ -90,8 +102,8 @@ def roofline(
         achieved_flop_per_s=achieved_fl,
         bandwidth_ceiling=bw,
         compute_ceiling=fl,
-        bandwidth_fraction=_fraction(achieved_bw, bw),
-        compute_fraction=_fraction(achieved_fl, fl),
+        bandwidth_fraction=bw_fraction,
+        compute_fraction=fl_fraction,
         arithmetic_intensity=intensity,
         ridge_intensity=ridge,
         bound=bound,

@@ -57,7 +57,18 @@ def test_tuned_softmax_reaches_95_percent_of_the_copy_ceiling():
     point = roofline(lookup_device("NVIDIA H200"), time_us, bytes_moved=SOFTMAX_BYTES)
     assert point.achieved_bytes_per_s == pytest.approx(4.04e12)
     assert point.bandwidth_fraction == pytest.approx(4.04 / 4.24)
-    assert point.compute_fraction is None and point.bound == Bound.UNKNOWN
+    # no flops declared: at 95% of the bandwidth ceiling nothing else can bind it
+    assert point.compute_fraction is None and point.bound == Bound.MEMORY
+
+
+def test_with_one_amount_only_a_kernel_far_from_that_ceiling_has_an_unknown_bound():
+    h200 = lookup_device("NVIDIA H200")
+    slow = roofline(h200, SOFTMAX_BYTES / 1.0e12 * 1e6, bytes_moved=SOFTMAX_BYTES)
+    assert slow.bandwidth_fraction == pytest.approx(1.0 / 4.24) and slow.bound == Bound.UNKNOWN
+    busy = roofline(h200, MATMUL_FLOPS / 600e12 * 1e6, flops=MATMUL_FLOPS)
+    assert busy.bytes_moved is None and busy.bound == Bound.COMPUTE
+    idle = roofline(h200, MATMUL_FLOPS / 100e12 * 1e6, flops=MATMUL_FLOPS)
+    assert idle.bound == Bound.UNKNOWN
 
 
 def test_matmul_is_compute_bound_and_a_copy_is_memory_bound():
