@@ -1,26 +1,31 @@
 """tlxdb's own profiling on each example: its cost per candidate, and what it records in a run.
 
     python benchmarks/h200_profiling.py --out DIR [--examples softmax,rmsnorm,matmul]
-        [--rounds 2] [--repeats 2] [--target hopper|host] [--no-veto]
+        [--rounds 2] [--repeats 3] [--candidates 2] [--target hopper|host] [--no-veto]
+        [--stages overhead,runs,veto]
 
 Per example (the bundles have no harness profile()):
-1. Overhead, measured with the evaluator itself on the example's kernel, `--repeats` times: the
-   wall time of one candidate's evaluation without profiling (build, 3 verifications per case,
-   the benchmark); the same with tlxdb's Proton attribution (one extra benchmark(artifact, case, 1)
-   per case); and the ncu summary profile from a child prestarted while that evaluation ran (as
-   the run loop does), i.e. the part of the ncu profile on the candidate's critical path. The
-   overhead is (attribution + ncu) / evaluation without profiling; the issue's bound is 25%. The
-   benchmark samples of the two evaluations are compared (count and median): profiling is not in
-   them. A cold ncu child (deep set, the baseline's case) is timed too.
-2. One `tlxdb optimize --provider tune --max-rounds R` run into one store, then `tlxdb query`-able
-   views dumped: per candidate and case, whether it has attribution, an ncu summary or the deep
-   set, and its roofline row.
+1. Overhead: the example's candidates (its warps knob moved, one new kernel each) evaluated one
+   after another as the run loop does it, with the evaluator and the ncu profiler of a run: the
+   next candidate's child prestarted after each last sample, and with profiling, the ncu child
+   begun and settled before the benchmark, Proton's attribution after it and the ncu summary
+   profile before the next candidate. A candidate's wall time runs from the start of its
+   evaluation to the start of the next one's. Sequences with and without profiling alternate
+   (`--repeats` pairs, the order swapped each time), after one untimed sequence that compiles
+   every variant; the first candidate of each sequence, which finds no child ready, is left out.
+   The overhead is the mean wall time per candidate with profiling over the same without, less
+   one; the issue's bound is 25%. Every candidate's benchmark samples are kept: profiling adds
+   none of them.
+2. One `tlxdb optimize --provider tune --max-rounds R` run per example into one store, then
+   `tlxdb query`-able views dumped: per candidate and case, whether it has attribution, an ncu
+   summary or the deep set, and its roofline row; and per candidate, from its ProfilingFinished
+   events, what profiling took inside the run and how much of it the candidate waited for.
 3. (softmax only, unless --no-veto) the ncu veto: a baseline whose wrapper makes a wasted copy of
    its input and launches the kernel at its best setting, and a candidate without the copy but at
    a worse num_warps: faster end to end, slower in its main kernel. A run with `--provider command`
    proposes it; its decision and the ncu times are recorded.
 
-Everything lands in DIR (overhead.json, the run logs, views.json, veto.json, summary.md).
+Everything lands in DIR (profiling.json, overhead.md, the run logs and folders, views.json).
 `--target host` runs the pipeline on the CPU interpreter (Proton and ncu then say they are
 unavailable), which is how the script is tested without a GPU.
 """
@@ -46,7 +51,13 @@ from optimizer.evaluation.attribution import kernel_functions  # noqa: E402
 from optimizer.evaluation.evaluator import Evaluator  # noqa: E402
 from optimizer.evaluation.ncu_child import NcuProfiler  # noqa: E402
 from optimizer.evaluation.requests import EvalRequest, HarnessBundle  # noqa: E402
-from tlxstore.events import BenchmarkSampled, Event, ProfileCollected  # noqa: E402
+from optimizer.providers.knobs import apply_knobs, knob_values  # noqa: E402
+from tlxstore.events import (  # noqa: E402
+    BenchmarkSampled,
+    Event,
+    ProfileCollected,
+    ProfilingFinished,
+)
 
 VIEWS_SQL = {
     "profiles_by_candidate": """
@@ -83,23 +94,67 @@ def bundle_of(example: str, target: str) -> HarnessBundle:
     return HarnessBundle(root=root, cases=cases, target=raw_target, environment=env)
 
 
-def timed_evaluation(
-    ev: Evaluator, source: str, cid: str, profile: bool, ncu: NcuProfiler | None = None
-) -> tuple[float, list[Event]]:
-    """One evaluation's wall time; with `ncu`, as the run loop does it: the prestarted ncu child
-    gets the source at the start and is waited for before the benchmark."""
-    events: list[Event] = []
-    t0 = time.perf_counter()
-    if ncu is not None:
-        ncu.begin(source)
-    ev.evaluate(
-        EvalRequest(
-            candidate_id=cid, source=source, repetitions=10, timeout_s=600.0, profile=profile
-        ),
-        events.append,
-        before_benchmark=None if ncu is None else ncu.settle,
-    )
-    return time.perf_counter() - t0, events
+def variants(source: str, count: int) -> list[str]:
+    """`count` candidates of the example: its warps knob moved to a different value in each
+    (so each one is a new kernel to compile, as a tune run's candidates are)."""
+    values = knob_values(source)
+    warps = next(k for k in values if k.lower() == "num_warps")
+    choices = [w for w in (8, 2, 16, 1, 4, 32) if w != values[warps]]
+    return [apply_knobs(source, {warps: w}) for w in choices[:count]]
+
+
+def sequence(
+    ev: Evaluator, ncu: NcuProfiler, sources: list[str], label: str, profile: bool
+) -> list[dict[str, Any]]:
+    """The candidates one after another as the run loop handles them (one per round): the
+    evaluator keeps the next child ready; with `profile`, the ncu child is begun, settled before
+    the benchmark and prestarted after it, Proton attributes each candidate, and ncu profiles it
+    (summary set) before the next one starts. Per candidate: its wall time from the start of its
+    evaluation to the start of the next one's, and what profiling cost on that path."""
+    rows = []
+    bundle = ev.bundle
+    for i, source in enumerate(sources):
+        events: list[Event] = []
+        t0 = time.perf_counter()
+        if profile:
+            ncu.begin(source)
+        ev.evaluate(
+            EvalRequest(
+                candidate_id=f"{label}{i}",
+                source=source,
+                repetitions=10,
+                timeout_s=600.0,
+                profile=profile,
+            ),
+            events.append,
+            before_benchmark=ncu.settle if profile else None,
+            after_benchmark=ncu.prestart if profile else None,
+        )
+        evaluated_s = time.perf_counter() - t0
+        ncu_result = None
+        kernel = main_kernel(events, source)
+        if profile and kernel is not None and ncu.unavailable() is None:
+            ncu_result = ncu.profile(
+                f"{label}{i}", source, bundle.cases, kernel, Level.SUMMARY, 600
+            )
+        elif profile:
+            ncu.skip()
+        phases = [e for e in events if isinstance(e, ProfilingFinished)]
+        rows.append(
+            {
+                "candidate": f"{label}{i}",
+                "wall_s": time.perf_counter() - t0,
+                "evaluation_s": evaluated_s,
+                "proton_s": sum(p.waited_ms for p in phases) / 1e3,
+                "ncu_settle_s": ncu_result.settle_ms / 1e3 if ncu_result else None,
+                "ncu_profile_s": ncu_result.wall_ms / 1e3 if ncu_result else None,
+                "ncu_profiled_every_case": bool(ncu_result and ncu_result.events)
+                and all(e.metrics[0].value is not None for e in ncu_result.events),
+                "samples": samples(events),
+                "ncu_diagnostics": ncu_result.diagnostics if ncu_result else [],
+            }
+        )
+    return rows
 
 
 def samples(events: list[Event]) -> dict[str, list[float]]:
@@ -114,78 +169,45 @@ def main_kernel(events: list[Event], source: str) -> str | None:
     return own[0] if own else None
 
 
-def overhead(example: str, target: str, repeats: int, cold_child: bool = True) -> dict[str, Any]:
-    """Stage 1 (see the module doc)."""
+def overhead(example: str, target: str, repeats: int, candidates: int) -> dict[str, Any]:
+    """Stage 1 (see the module doc): sequences of `candidates` + 1 candidates (the first, which
+    finds no child ready, is left out of the figures) without and with profiling, alternating
+    which goes first, after one untimed sequence that compiles every variant."""
     bundle = bundle_of(example, target)
     source = (REPO / "examples" / example / "kernel.py").read_text()
+    sources = variants(source, candidates + 1)
     ev = Evaluator(bundle)
+    ev.keep_ready = True
     ncu = NcuProfiler(ev)
-    rows = []
-    kernel = None
-    cold: dict[str, Any] = {}
+    runs = []
     try:
-        for i in range(repeats):
-            plain_s, plain_events = timed_evaluation(ev, source, f"plain{i}", profile=False)
-            if i == 0:
-                kernel = kernel_functions(source)[0]
-                if not cold_child and ncu.unavailable() is None:
-                    ncu.prestart(kernel)  # as the loop does after the previous candidate
-                elif ncu.unavailable() is None:
-                    # a cold child with the deep set: what the baseline pays; profile() then
-                    # prestarts the summary child that the next candidate uses, as in a run
-                    t0 = time.perf_counter()
-                    r = ncu.profile("cold", source, bundle.cases[:1], kernel, Level.DEEP, 600)
-                    cold = {
-                        "seconds": time.perf_counter() - t0,
-                        "profiled": [e.metrics[0].value is not None for e in r.events],
-                        "diagnostics": r.diagnostics,
-                        "events": [e.model_dump(mode="json") for e in r.events],
-                    }
-            attr_s, attr_events = timed_evaluation(ev, source, f"attr{i}", profile=True, ncu=ncu)
-            seen = main_kernel(attr_events, source)
-            ncu_s = None
-            ncu_ok = False
-            summary_events = []
-            if seen is not None and ncu.unavailable() is None:
-                t0 = time.perf_counter()
-                r = ncu.profile(f"summary{i}", source, bundle.cases, seen, Level.SUMMARY, 600)
-                ncu_s = time.perf_counter() - t0
-                ncu_ok = all(e.metrics[0].value is not None for e in r.events) and bool(r.events)
-                summary_events = [e.model_dump(mode="json") for e in r.events]
-            proton_s = sum(
-                (m.value or 0.0) / 1e3
-                for e in attr_events
-                if isinstance(e, ProfileCollected)
-                for m in e.metrics
-                if m.source == "proton" and m.name == "profiling_wall_ms"
-            )
-            a, b = samples(plain_events), samples(attr_events)
-            rows.append(
-                {
-                    "plain_s": plain_s,
-                    "with_attribution_s": attr_s,
-                    "proton_calls_s": proton_s,
-                    "ncu_summary_s": ncu_s,
-                    "ncu_summary_profiled_every_case": ncu_ok,
-                    "overhead_fraction": (
-                        (max(attr_s - plain_s, proton_s) + (ncu_s or 0.0)) / plain_s
-                    ),
-                    "samples_per_case": {k: [len(a.get(k, [])), len(b.get(k, []))] for k in a},
-                    "median_us_plain_vs_profiled": {
-                        k: [statistics.median(a[k]), statistics.median(b.get(k) or [0.0])]
-                        for k in a
-                    },
-                    "attribution": [
-                        e.model_dump(mode="json")
-                        for e in attr_events
-                        if isinstance(e, ProfileCollected)
-                    ],
-                    "ncu_summary": summary_events,
-                }
-            )
+        sequence(ev, ncu, sources, "warm", profile=False)  # compiles every variant once
+        for r in range(repeats):
+            order = (False, True) if r % 2 == 0 else (True, False)
+            for profile in order:
+                rows = sequence(ev, ncu, sources, f"{'p' if profile else 'n'}{r}c", profile)
+                runs.append({"repeat": r, "profile": profile, "candidates": rows})
     finally:
+        ev.close()
         ncu.close()
-    return {"example": example, "main_kernel": kernel, "cold_deep": cold, "repeats": rows}
+
+    def per_candidate(profile: bool, r: int) -> float:
+        (run,) = [x for x in runs if x["repeat"] == r and x["profile"] is profile]
+        walls = [c["wall_s"] for c in run["candidates"][1:]]
+        return sum(walls) / len(walls)
+
+    fractions = [per_candidate(True, r) / per_candidate(False, r) - 1.0 for r in range(repeats)]
+    return {
+        "example": example,
+        "candidates_per_sequence": candidates + 1,
+        "per_candidate_s": {
+            "without_profiling": [per_candidate(False, r) for r in range(repeats)],
+            "with_profiling": [per_candidate(True, r) for r in range(repeats)],
+        },
+        "overhead_fraction": fractions,
+        "overhead_fraction_median": statistics.median(fractions),
+        "sequences": runs,
+    }
 
 
 def tlxdb(*args: str, capture: bool = True) -> subprocess.CompletedProcess[str]:
@@ -246,8 +268,9 @@ def veto_sources() -> tuple[str, str]:
 
 
 def in_run_overhead(out: Path) -> list[dict[str, Any]]:
-    """Per candidate of every run folder under `out`: its wall time from proposal to decision,
-    the part of it Proton and the ncu child took (from the events), and their share of the rest."""
+    """Per candidate of every run folder under `out`: its wall time from proposal to decision
+    and, from its ProfilingFinished events, what each profiler took and how much of it the
+    candidate waited for (the rest ran beside other work)."""
     from datetime import datetime
 
     rows = []
@@ -255,7 +278,7 @@ def in_run_overhead(out: Path) -> list[dict[str, Any]]:
         records = [json.loads(line) for line in log.read_text().splitlines()]
         proposed: dict[str, datetime] = {}
         decided: dict[str, datetime] = {}
-        spent: dict[str, list[float]] = {}
+        phases: dict[str, dict[str, dict[str, Any]]] = {}
         for r in records:
             p, at = r["payload"], datetime.fromisoformat(r["recorded_at"])
             cid = p.get("candidate_id")
@@ -263,30 +286,47 @@ def in_run_overhead(out: Path) -> list[dict[str, Any]]:
                 proposed[cid] = at
             elif r["type"] == "DecisionMade":
                 decided.setdefault(cid, at)
-            elif r["type"] == "ProfileCollected" and cid not in decided:
-                cost = spent.setdefault(cid, [0.0, 0.0])
-                for m in p["metrics"]:
-                    if m["name"] == "profiling_wall_ms" and m["source"] == "proton":
-                        cost[0] += (m["value"] or 0.0) / 1e3
-                    elif m["name"] == "ncu_child_wall_ms":
-                        cost[1] = (m["value"] or 0.0) / 1e3
+            elif r["type"] == "ProfilingFinished" and cid not in decided:
+                phases.setdefault(cid, {})[p["tool"]] = p
         for cid, at in decided.items():
             if cid not in proposed:
                 continue
             wall = (at - proposed[cid]).total_seconds()
-            proton_s, ncu_s = spent.get(cid, [0.0, 0.0])
-            rest = wall - proton_s - ncu_s
+            got = phases.get(cid, {})
+            waited = sum(x["waited_ms"] for x in got.values()) / 1e3
             rows.append(
                 {
                     "run": log.parent.name,
                     "candidate": cid,
                     "wall_s": wall,
-                    "proton_s": proton_s,
-                    "ncu_s": ncu_s,
-                    "overhead_fraction": (proton_s + ncu_s) / rest if rest > 0 else None,
+                    "proton_waited_s": got.get("proton", {}).get("waited_ms", 0.0) / 1e3,
+                    "ncu_level": got.get("ncu", {}).get("level"),
+                    "ncu_wall_s": got.get("ncu", {}).get("wall_ms", 0.0) / 1e3,
+                    "ncu_waited_s": got.get("ncu", {}).get("waited_ms", 0.0) / 1e3,
+                    "waited_fraction_of_rest": waited / (wall - waited) if wall > waited else None,
                 }
             )
     return rows
+
+
+def summary_table(report: dict[str, Any]) -> str:
+    """The overhead figures as a Markdown table (written beside profiling.json)."""
+    lines = [
+        "| example | per candidate without profiling (s) | with profiling (s) | overhead per repeat | median |",
+        "|---|---|---|---|---|",
+    ]
+    for o in report["overhead"]:
+        if "error" in o:
+            lines.append(f"| {o['example']} | error: {o['error']} | | | |")
+            continue
+        per = o["per_candidate_s"]
+        lines.append(
+            f"| {o['example']} | {', '.join(f'{x:.2f}' for x in per['without_profiling'])} "
+            f"| {', '.join(f'{x:.2f}' for x in per['with_profiling'])} "
+            f"| {', '.join(f'{x:+.1%}' for x in o['overhead_fraction'])} "
+            f"| **{o['overhead_fraction_median']:+.1%}** |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def main() -> int:
@@ -294,10 +334,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--examples", default="softmax,rmsnorm,matmul")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--target", default="hopper", choices=["hopper", "host"])
     ap.add_argument("--no-veto", action="store_true")
-    ap.add_argument("--no-cold", action="store_true", help="skip timing a cold deep ncu child")
+    ap.add_argument("--candidates", type=int, default=2, help="measured candidates a sequence")
     ap.add_argument("--run-seconds", type=int, default=90, help="--max-total-seconds of a run")
     ap.add_argument("--stages", default="overhead,runs,veto", help="and/or: in_run")
     a = ap.parse_args()
@@ -317,16 +357,15 @@ def main() -> int:
 
     for ex in examples if "overhead" in stages else []:
         try:
-            report["overhead"].append(overhead(ex, a.target, a.repeats, not a.no_cold))
+            report["overhead"].append(overhead(ex, a.target, a.repeats, a.candidates))
         except Exception as e:  # keep the other stages' evidence
             report["overhead"].append({"example": ex, "error": repr(e)})
         save()
+        last = report["overhead"][-1]
         print(
             ex,
             "overhead",
-            json.dumps(report["overhead"][-1].get("repeats", report["overhead"][-1]), default=str)[
-                :600
-            ],
+            json.dumps({k: v for k, v in last.items() if k != "sequences"}, default=str)[:800],
             flush=True,
         )
     if "veto" in stages and not a.no_veto and "softmax" in examples:
@@ -374,6 +413,8 @@ def main() -> int:
         views[name] = done.stdout if done.returncode == 0 else done.stderr
     (out / "views.json").write_text(json.dumps(views, indent=1))
     save()
+    (out / "overhead.md").write_text(summary_table(report))
+    print(summary_table(report), flush=True)
     return 0
 
 
