@@ -147,6 +147,9 @@ class _Child:
         finally:
             self.waited_ms += (time.monotonic() - t0) * 1e3
 
+    def alive(self) -> bool:
+        return self.session.proc.poll() is None
+
     def discard(self) -> None:
         self.session.kill()
         self.session.close()
@@ -294,8 +297,9 @@ class NcuProfiler:
             return child
         if child is not None:
             child.discard()
-        if self._next is not None and (self._next.kernel, self._next.level) == (kernel, level):
-            child, self._next = self._next, None
+        nxt = self._next
+        if nxt is not None and (nxt.kernel, nxt.level) == (kernel, level) and nxt.alive():
+            child, self._next = nxt, None
         else:
             child = self._new(kernel, level)
         child.release()
@@ -312,6 +316,9 @@ class NcuProfiler:
         if self._current is not None:
             self._current.discard()
         child, self._next = self._next, None
+        if child is not None and not child.alive():  # it could not start: profile() starts one
+            child.discard()
+            child = None
         self._current = child
         if child is not None:
             try:
