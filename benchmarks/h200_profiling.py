@@ -326,7 +326,45 @@ def summary_table(report: dict[str, Any]) -> str:
             f"| {', '.join(f'{x:+.1%}' for x in o['overhead_fraction'])} "
             f"| **{o['overhead_fraction_median']:+.1%}** |"
         )
+    lines += [
+        "",
+        "Benchmark samples per candidate and case, without / with profiling (count; median of the",
+        "medians over the repeats, us):",
+        "",
+        "| example | candidate | case | samples | median without | median with |",
+        "|---|---|---|---|---|---|",
+    ]
+    for o in report["overhead"]:
+        for i, case, counts, without, with_ in sample_rows(o.get("sequences", [])):
+            lines.append(
+                f"| {o['example']} | {i} | {case} | {counts} | {without:.1f} | {with_:.1f} |"
+            )
     return "\n".join(lines) + "\n"
+
+
+def sample_rows(runs: list[dict[str, Any]]) -> list[tuple[int, str, str, float, float]]:
+    """(candidate index, case, sample counts, median without, median with) of the sequences."""
+    got: dict[tuple[int, str, bool], list[list[float]]] = {}
+    for run in runs:
+        for i, cand in enumerate(run["candidates"]):
+            for case, values in cand["samples"].items():
+                got.setdefault((i, case, run["profile"]), []).append(values)
+    rows = []
+    for (i, case, profile), lists in sorted(got.items()):
+        other = got.get((i, case, True))
+        if profile or not other:
+            continue
+        counts = f"{sorted({len(x) for x in lists})} / {sorted({len(x) for x in other})}"
+        rows.append(
+            (
+                i,
+                case,
+                counts,
+                statistics.median(statistics.median(x) for x in lists),
+                statistics.median(statistics.median(x) for x in other),
+            )
+        )
+    return rows
 
 
 def main() -> int:
