@@ -8,7 +8,10 @@ What counts as a knob (each an integer literal the source states, or a default i
   `BLOCK=BLOCK`): the knob is the constant, named after it;
 - the `triton.Config` list of `@triton.autotune`: a one-config list gives its keys, `num_warps`
   and `num_stages` as knobs; a longer list is an `AutotuneChoice` (pinning one of its configs is
-  a move; once pinned, the config's values are knobs).
+  a move; once pinned, the config's values are knobs);
+- a value the source computes at run time (a block, num_warps, num_stages): one knob per value
+  the observed launches showed it computing (`BLOCK_SIZE[1024]`, `BLOCK_SIZE[4096]`), rewritten
+  as a table keyed by the computed value.
 
 Invariants:
 - `apply_knobs(source, values)` changes only the literals (or inserts only the keywords) of the
@@ -67,16 +70,17 @@ class KnobOrigin(StrEnum):
     # literal argument of the function that launches
     AUTOTUNE = "autotune"  # a value of the single triton.Config of an autotune list
     HEURISTIC = "heuristic"  # a literal returned by a @triton.heuristics lambda
-    COMPUTED = "computed"  # computed at run time, its value observed at the launch: rewritten
-    # as a table keyed by the computed value (`{8: 16}.get(nw, nw)`), so other shapes keep theirs
+    COMPUTED = "computed"  # computed at run time, its values observed at the launches: rewritten
+    # as a table keyed by the computed value (`{8: 16, 4: 8}.get(nw, nw)`), one knob per key, so
+    # every shape the cases do not have keeps what the computation gives
 
 
 class Site(BaseModel):
     """Where a knob's value lives: source[start:end] (UTF-8 byte offsets) is replaced by
     `prefix + str(value) + suffix`. An insertion site has start == end and a prefix like
-    ", num_warps=". A computed value's site has a `key` (what the computation gave) and `plain`
-    (the computation's text): the value `key` renders as `plain`, the original text, so every
-    path back to the computed value gives the same source."""
+    ", num_warps=". A computed value's site is one entry of a table: `key` (what the computation
+    gave) and `plain` (the computation's text); the knobs of every key share the span, which
+    `table_text` renders from all their values (see apply_knobs)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -88,9 +92,15 @@ class Site(BaseModel):
     plain: str = ""
 
     def render(self, value: int) -> str:
-        if self.key is not None and value == self.key:
-            return self.plain
         return f"{self.prefix}{value}{self.suffix}"
+
+
+def table_text(plain: str, entries: Mapping[int, int]) -> str:
+    """`{k1: v1, k2: v2}.get(E, E)` over the computation E (keys sorted, entries that keep the
+    computed value left out), or E itself when no entry changes it: one text per configuration,
+    whatever the path."""
+    changed = [f"{k}: {v}" for k, v in sorted(entries.items()) if k != v]
+    return f"{{{', '.join(changed)}}}.get({plain}, {plain})" if changed else plain
 
 
 class Knob(BaseModel):
@@ -104,6 +114,11 @@ class Knob(BaseModel):
     sites: list[Site]
     explicit: bool = True  # False: not written in the source (a Triton default)
     loop_step: bool = False  # the kernel walks a loop in steps of this value
+    # A computed value's knob: the kernel parameter its table sets, and the key it sets it for
+    # (what the computation gave); the launches where the computation gives another value
+    # are another knob's.
+    param: str | None = None
+    key: int | None = None
 
 
 class KernelInfo(BaseModel):
@@ -136,6 +151,9 @@ class KnobSpace(BaseModel):
     kernels: dict[str, KernelInfo] = {}
     autotune_choices: list[AutotuneChoice] = []
     unreadable: list[str] = []  # one line per knob that cannot be rewritten, with the reason
+    # Per distinct observed launch of a kernel with computed knobs: the names of the computed
+    # knobs that set it (a launch uses one key of each table).
+    launches: list[list[str]] = []
 
     def values(self) -> dict[str, int]:
         return {k.name: k.value for k in self.knobs}
@@ -236,9 +254,9 @@ def _role(name: str, kernel: KernelInfo | None, param: str) -> KnobRole:
     return KnobRole.INTEGER
 
 
-Observed = tuple[tuple[str, str, int | None], ...]
-"""What launches observed at run time: (kernel, parameter, value), the value None when it
-differed between launches (optimizer.evaluation.launches records them)."""
+Observed = tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
+"""What launches observed at run time: one (kernel, ((parameter, value), ...)) per distinct
+launch (optimizer.evaluation.launches.observed_values), the values of what the source computes."""
 
 
 class _Collector:
@@ -266,7 +284,11 @@ class _Collector:
                 and isinstance(stmt.targets[0], ast.Name)
             ):
                 self.module_exprs[stmt.targets[0].id] = stmt.value
-        self.observed = {(k, p): v for k, p, v in observed}
+        self.observed = observed
+        self.launched: dict[tuple[str, str], set[int]] = {}  # (kernel, parameter) -> values
+        for kernel, values in observed:
+            for param, value in values:
+                self.launched.setdefault((kernel, param), set()).add(value)
         self.knobs: dict[str, Knob] = {}
         self.choices: list[AutotuneChoice] = []
         self.unreadable: list[str] = []
@@ -285,11 +307,12 @@ class _Collector:
         site: Site | list[Site],
         explicit: bool = True,
         param: str | None = None,
+        key: int | None = None,
     ) -> None:
         self.covered.add((kernel, param or name))
         sites = site if isinstance(site, list) else [site]
         info = self.kernels.get(kernel)
-        loop_step = info is not None and name in info.loop_step_params
+        loop_step = info is not None and bool({name, param} & set(info.loop_step_params))
         existing = self.knobs.get(name)
         if existing is not None:
             if existing.sites[0] == sites[0]:
@@ -314,6 +337,8 @@ class _Collector:
             sites=sites,
             explicit=explicit,
             loop_step=loop_step,
+            param=param if key is not None else None,
+            key=key,
         )
 
     def _literal_site(self, node: ast.AST) -> Site:
@@ -329,14 +354,6 @@ class _Collector:
         value = _int_literal(expr)
         if value is not None:
             return None, value, [self._literal_site(expr)], KnobOrigin.LAUNCH
-        found = table(expr)
-        if found is not None:
-            key, literal, keyed = found
-            name = keyed.id if isinstance(keyed, ast.Name) else None
-            value, computed = _int_literal(literal), _int_literal(key)
-            assert value is not None and computed is not None
-            site = self._table_site(expr, keyed, computed)
-            return name, value, [site], KnobOrigin.COMPUTED
         if not isinstance(expr, ast.Name):
             return None
         const = scope.consts.get(expr.id)
@@ -353,37 +370,41 @@ class _Collector:
         return None
 
     def _computed(self, kernel: str, param: str, expr: ast.expr) -> None:
-        """A value computed at run time: a knob when launches observed one value for it. Only
-        blocks, num_warps and num_stages: another computed constexpr (`n_cols=n_cols`) is a
-        problem size the kernel specializes on, not a setting."""
-        text = ast.get_source_segment(self.source, expr) or ast.unparse(expr)
-        name = expr.id if isinstance(expr, ast.Name) else param
-        info = self.kernels[kernel]
-        if param not in _COMPILE_KWARGS and _role(name, info, param) != KnobRole.BLOCK:
+        """A value computed at run time (or a table over it a rewrite left): one knob per value
+        the computation gave, from the observed launches and the table's keys. Only blocks,
+        num_warps and num_stages: another computed constexpr (`n_cols=n_cols`) is a problem
+        size the kernel specializes on, not a setting."""
+        found = table(expr)
+        entries, computation = (dict(found[0]), found[1]) if found is not None else ({}, expr)
+        text = ast.get_source_segment(self.source, computation) or ast.unparse(computation)
+        name = computation.id if isinstance(computation, ast.Name) else param
+        role = _role(name, self.kernels[kernel], param)
+        if not entries and param not in _COMPILE_KWARGS and role != KnobRole.BLOCK:
             return
         self.reported.add(f"{kernel}.{param}")
-        if (kernel, param) not in self.observed:
+        keys = sorted(set(entries) | self.launched.get((kernel, param), set()))
+        if not keys:
             self.unreadable.append(
-                f"{kernel}.{param}: computed at run time ({text}) and no launch of {kernel} "
-                "was observed"
+                f"{kernel}.{param}: computed at run time ({_one_line(text)}) and no launch of "
+                f"{kernel} was observed"
             )
             return
-        value = self.observed[(kernel, param)]
-        if value is None:
-            self.unreadable.append(
-                f"{kernel}.{param}: computed at run time ({text}) and it differs between "
-                "launches; one value cannot stand for all"
+        for key in keys:
+            self._add(
+                f"{name}[{key}]",
+                entries.get(key, key),
+                role,
+                KnobOrigin.COMPUTED,
+                kernel,
+                self._table_site(expr, computation, key),
+                param=param,
+                key=key,
             )
-            return
-        site = self._table_site(expr, expr, value)
-        self._add(
-            name, value, _role(name, info, param), KnobOrigin.COMPUTED, kernel, site, param=param
-        )
 
     def _unseen_blocks(self) -> None:
         """A block constexpr the launches showed that no knob sets (a `**cfg` tune cannot read,
         a value from outside the file) is unreadable: the search would be blind to it."""
-        for (kernel, param), value in sorted(self.observed.items(), key=lambda kv: kv[0]):
+        for (kernel, param), values in sorted(self.launched.items(), key=lambda kv: kv[0]):
             info = self.kernels.get(kernel)
             if info is None or param in _COMPILE_KWARGS or (kernel, param) in self.covered:
                 continue
@@ -391,7 +412,7 @@ class _Collector:
                 continue
             if _role(param, info, param) != KnobRole.BLOCK:
                 continue
-            shown = "values that differ between launches" if value is None else f"{param}={value}"
+            shown = " and ".join(f"{param}={v}" for v in sorted(values))
             self.unreadable.append(
                 f"{kernel}.{param}: launched with {shown}, but no literal in the source sets it"
                 f"{self._how_passed(kernel)}"
@@ -411,19 +432,25 @@ class _Collector:
         return " (it reaches the launch from outside this file's literals)"
 
     def _table_site(self, expr: ast.expr, computation: ast.expr, key: int) -> Site:
-        """The site of a computed value: `expr` (the computation, or a table over it) becomes
-        `{key: value}.get(E, E)`, or E itself for the value the computation gives."""
+        """The entry `key` of the table a computed value becomes: `expr` (the computation E, or
+        a table over it) is rewritten as `{key: value, ...}.get(E, E)` (table_text)."""
         text = ast.get_source_segment(self.source, computation) or ast.unparse(computation)
         if "\n" in text:
             text = ast.unparse(computation)
-        return Site(
-            start=self.off.start(expr),
-            end=self.off.end(expr),
-            prefix=f"{{{key}: ",
-            suffix=f"}}.get({text}, {text})",
-            key=key,
-            plain=text,
-        )
+        return Site(start=self.off.start(expr), end=self.off.end(expr), key=key, plain=text)
+
+    def _launch_sets(self) -> list[list[str]]:
+        """Per distinct observed launch, the computed knobs that set it (see KnobSpace)."""
+        keyed = [k for k in self.knobs.values() if k.key is not None]
+        out: list[list[str]] = []
+        for kernel, values in self.observed:
+            given = dict(values)
+            names = [
+                k.name for k in keyed if k.kernel == kernel and given.get(k.param or "") == k.key
+            ]
+            if names and names not in out:
+                out.append(names)
+        return out
 
     def collect(self) -> KnobSpace:
         self._collect_autotune()
@@ -435,6 +462,7 @@ class _Collector:
             kernels=self.kernels,
             autotune_choices=self.choices,
             unreadable=self.unreadable,
+            launches=self._launch_sets(),
         )
 
     def _collect_launches(
@@ -723,23 +751,49 @@ def _edit(source: str, edits: list[tuple[Site, str]]) -> str:
 
 def apply_knobs(source: str, values: Mapping[str, int], observed: Observed = ()) -> str:
     """`source` with the named knobs set to `values` (only changed knobs are touched); `observed`
-    gives the computed values launches showed (see find_knobs)."""
+    gives the computed values launches showed (see find_knobs). The knobs of one computed
+    value's keys share its site: the table is written from all of them."""
     space = find_knobs(source, observed)
     by_name = space.by_name()
     unknown = sorted(set(values) - set(by_name))
     if unknown:
         raise KnobError(f"the kernel has no knob {', '.join(unknown)}")
     edits: list[tuple[Site, str]] = []
+    tables: dict[tuple[int, int], tuple[Site, dict[int, int]]] = {}
+    changed: set[tuple[int, int]] = set()
     for knob in space.knobs:  # the source's order: insertions at one point come out the same
-        if knob.name not in values:
-            continue
-        name, value = knob.name, values[knob.name]
+        value = values.get(knob.name, knob.value)
         if type(value) is not int:
-            raise KnobError(f"knob {name}: {value!r} is not an integer")
-        if value == knob.value:
-            continue
-        edits += [(site, site.render(value)) for site in knob.sites]
+            raise KnobError(f"knob {knob.name}: {value!r} is not an integer")
+        for site in knob.sites:
+            if site.key is None:
+                if value != knob.value:
+                    edits.append((site, site.render(value)))
+                continue
+            span = (site.start, site.end)
+            tables.setdefault(span, (site, {}))[1][site.key] = value
+            if value != knob.value:
+                changed.add(span)
+    edits += [
+        (site, table_text(site.plain, entries))
+        for span, (site, entries) in tables.items()
+        if span in changed
+    ]
     return _edit(source, edits)
+
+
+def computed_values(source: str, observed: Observed) -> Observed:
+    """`observed`, the launches of `source`, as the values its computations gave: a launch through
+    a table `{1024: 2048}.get(E, E)` that showed 2048 had E == 1024 (the key every descendant's
+    table is keyed by)."""
+    inverse: dict[tuple[str, str | None], dict[int, int]] = {}
+    for k in find_knobs(source).knobs:
+        if k.key is not None and k.value != k.key:
+            inverse.setdefault((k.kernel, k.param), {})[k.value] = k.key
+    return tuple(
+        (kernel, tuple((p, inverse.get((kernel, p), {}).get(v, v)) for p, v in values))
+        for kernel, values in observed
+    )
 
 
 def _config_text(values: Mapping[str, int]) -> str:
