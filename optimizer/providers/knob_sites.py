@@ -76,7 +76,7 @@ class Scope:
     """The literals names have in one scope (module or function), and the names it binds."""
 
     consts: dict[str, ast.expr] = field(default_factory=dict)  # name -> its int literal node
-    dicts: dict[str, list[tuple[str, ast.expr]]] = field(default_factory=dict)  # cfg -> items
+    dicts: dict[str, ast.expr] = field(default_factory=dict)  # cfg -> its dict of literals
     bound: set[str] = field(default_factory=set)  # every name the scope assigns or takes
 
     def inner(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, helpers: dict) -> Scope:
@@ -103,15 +103,14 @@ def scan(body: list[ast.stmt], helpers: dict[str, list[ast.expr]]) -> Scope:
     the dicts of literals it assigns once, and every name it binds."""
     counts: dict[str, int] = {}
     literal: dict[str, ast.expr] = {}
-    dicts: dict[str, list[tuple[str, ast.expr]]] = {}
+    dicts: dict[str, ast.expr] = {}
     for stmt in body:
         pairs: list[tuple[str, ast.expr | None]] = []
         if isinstance(stmt, ast.Assign):
             for t in stmt.targets:
                 pairs += _pairs(t, stmt.value, helpers)
-                items = dict_items(stmt.value)
-                if isinstance(t, ast.Name) and items is not None:
-                    dicts[t.id] = items
+                if isinstance(t, ast.Name) and dict_items(stmt.value) is not None:
+                    dicts[t.id] = stmt.value
         elif isinstance(stmt, ast.AnnAssign):
             pairs += _pairs(stmt.target, stmt.value, helpers)
         elif isinstance(stmt, ast.AugAssign):

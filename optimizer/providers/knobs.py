@@ -498,7 +498,7 @@ class _Collector:
         args += [(kw.arg, kw.value) for kw in call.keywords if kw.arg is not None]
         for kw in call.keywords:
             if kw.arg is None and isinstance(kw.value, ast.Name):
-                args += scope.dicts.get(kw.value.id, [])
+                args += dict_items(scope.dicts.get(kw.value.id)) or []
         return args
 
     def _launch(
@@ -528,26 +528,58 @@ class _Collector:
             self._add(
                 name, value, _role(name, info, param), origin, kernel_name, sites, param=param
             )
-        if autotuned or any(kw.arg is None for kw in call.keywords):
-            return  # the autotuner (or a **kwargs) decides num_warps/num_stages
-        last = call.args + [kw.value for kw in call.keywords]
-        insert_at = self.off.end(max(last, key=self.off.end)) if last else self.off.end(call) - 1
-        sep = ", " if last else ""
+        splats = [kw.value for kw in call.keywords if kw.arg is None]
+        if autotuned:
+            return  # the autotuner decides num_warps/num_stages
+        if not splats:
+            self._defaults(kernel_name, given, call, call.args + [kw.value for kw in call.keywords])
+            return
+        # a **dict of literals: the keys it lacks are inserted into the dict; any other **
+        # (a parameter, a dict built at run time) decides num_warps/num_stages where tune
+        # cannot see
+        written = scope.dicts.get(splats[0].id) if isinstance(splats[0], ast.Name) else None
+        if len(splats) != 1 or written is None:
+            return
+        if isinstance(written, ast.Dict):
+            self._defaults(kernel_name, given, written, written.values, quoted=self._quote(written))
+        elif isinstance(written, ast.Call):
+            self._defaults(kernel_name, given, written, [kw.value for kw in written.keywords])
+
+    def _quote(self, node: ast.Dict) -> str:
+        """The quote the dict's first string key is written with (a double quote by default)."""
+        first = node.keys[0] if node.keys else None
+        text = "" if first is None else ast.get_source_segment(self.source, first) or ""
+        return text[:1] if text[:1] in ("'", '"') else '"'
+
+    def _defaults(
+        self,
+        kernel: str,
+        given: set[str],
+        into: ast.expr,
+        items: list[ast.expr],
+        quoted: str = "",
+        origin: KnobOrigin = KnobOrigin.LAUNCH,
+    ) -> None:
+        """num_warps / num_stages the launch (a `**` dict, a triton.Config) leaves out: knobs at
+        Triton's defaults, rewritten by inserting the keyword (`"num_stages": 2` into a dict
+        when `quoted` names its quote) after the last of `items`, or inside `into` when it has
+        none (the separator then follows the keyword, so two insertions stay valid)."""
+        at = self.off.end(max(items, key=self.off.end)) if items else self.off.end(into) - 1
         for param, default in (
             ("num_warps", DEFAULT_NUM_WARPS),
             ("num_stages", DEFAULT_NUM_STAGES),
         ):
-            if param not in given:
-                site = Site(start=insert_at, end=insert_at, prefix=f"{sep}{param}=")
-                self._add(
-                    param,
-                    default,
-                    _role(param, info, param),
-                    KnobOrigin.LAUNCH,
-                    kernel_name,
-                    site,
-                    explicit=False,
-                )
+            if param in given:
+                continue
+            label = f"{quoted}{param}{quoted}: " if quoted else f"{param}="
+            site = Site(
+                start=at,
+                end=at,
+                prefix=f", {label}" if items else label,
+                suffix="" if items else ", ",
+            )
+            role = _role(param, self.kernels[kernel], param)
+            self._add(param, default, role, origin, kernel, site, explicit=False)
 
     def _collect_heuristics(self) -> None:
         """`@triton.heuristics({"BLOCK": lambda args: 128})`: the lambda's literal is the knob;
@@ -687,7 +719,7 @@ class _Collector:
                             sites,
                             param=k.value,
                         )
-        present = {kw.arg for kw in call.keywords}
+        present = {kw.arg for kw in call.keywords if kw.arg is not None}
         for kw in call.keywords:
             if kw.arg in _COMPILE_KWARGS:
                 found = self._resolve(kw.value, self.module)
@@ -703,22 +735,7 @@ class _Collector:
                         param=kw.arg,
                     )
         parts = call.args + [kw.value for kw in call.keywords]
-        insert_at = self.off.end(max(parts, key=self.off.end)) if parts else self.off.end(call) - 1
-        sep = ", " if parts else ""
-        for param, default in (
-            ("num_warps", DEFAULT_NUM_WARPS),
-            ("num_stages", DEFAULT_NUM_STAGES),
-        ):
-            if param not in present:
-                self._add(
-                    param,
-                    default,
-                    _role(param, info, param),
-                    KnobOrigin.AUTOTUNE,
-                    kernel,
-                    Site(start=insert_at, end=insert_at, prefix=f"{sep}{param}="),
-                    explicit=False,
-                )
+        self._defaults(kernel, present, call, parts, origin=KnobOrigin.AUTOTUNE)
 
 
 @functools.lru_cache(maxsize=512)

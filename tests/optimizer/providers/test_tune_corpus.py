@@ -23,7 +23,7 @@ from optimizer.providers.knobs import (
     find_knobs,
     pin_autotune,
 )
-from optimizer.providers.tune import TuneProvider
+from optimizer.providers.tune import TuneProvider, search_space
 from tlxstore.events import (
     CandidateProposed,
     CaseVerified,
@@ -96,7 +96,7 @@ KNOB_SETS = {
     "tutorial_add": {"BLOCK_SIZE": B, **_LAUNCH},
     "module_constant": {"BLOCK": B, **_LAUNCH},
     "tuple_gemm": {"BLOCK_M": B, "BLOCK_N": B, "BLOCK_K": B, "GROUP_M": N, **_LAUNCH},
-    "dict_config": {"BLOCK_SIZE": B, "num_warps": W},  # a **dict: nothing inserted into it
+    "dict_config": {"BLOCK_SIZE": B, **_LAUNCH},  # num_stages: inserted into the **dict
     "default_args": {"BLOCK_SIZE": B, **_LAUNCH},
     "helper_literal": {"BLOCK": B, "warps": W, "num_stages": S},
     "calculate_settings": {"BLOCK_SIZE[1024]": B, "num_warps[4]": W, "num_stages": S},
@@ -474,3 +474,34 @@ def test_an_observed_block_no_literal_sets_is_unreadable_with_the_reason():
     out = TuneProvider().propose(ctx, lambda e: None)
     assert isinstance(out, SearchExhausted)
     assert out.stopping_reason == StoppingReason.KNOBS_UNREADABLE and "**cfg" in out.reason
+
+
+LOOPED = (CORPUS / "computed_per_shape" / "kernel.py").read_text()  # walks each row in blocks
+LOOPED_DICT_CONFIG = LOOPED.replace(
+    "BLOCK_SIZE, num_warps = calculate_settings(n_cols)",
+    'config = {"BLOCK_SIZE": 64, "num_warps": 4}',
+).replace("BLOCK_SIZE=BLOCK_SIZE,\n        num_warps=num_warps,", "**config,")
+
+
+def test_a_launch_config_dict_gets_the_compile_keys_it_lacks_inserted_into_it():
+    """`**config` whose dict states no num_stages: the kernel loops, so its stages matter on a
+    GPU; tune inserts the key (at Triton's default, 3) into the dict literal, as it inserts a
+    keyword at a plain launch, and the search moves it. `dict(...)` gets keywords."""
+    assert "**config," in LOOPED_DICT_CONFIG
+    space = find_knobs(LOOPED_DICT_CONFIG)
+    stages = space.by_name()["num_stages"]
+    assert (stages.value, stages.explicit, stages.role) == (3, False, KnobRole.STAGES)
+    ctx = make_context(parent_source=LOOPED_DICT_CONFIG, original_source=LOOPED_DICT_CONFIG)
+    assert search_space(space, ctx.target, ctx.cases)["num_stages"] == [1, 2, 3, 4, 5]
+    staged = apply_knobs(LOOPED_DICT_CONFIG, {"num_stages": 2})
+    assert 'config = {"BLOCK_SIZE": 64, "num_warps": 4, "num_stages": 2}\n' in staged
+    assert find_knobs(staged).values()["num_stages"] == 2
+    called = LOOPED_DICT_CONFIG.replace('{"BLOCK_SIZE": 64, "num_warps": 4}', "dict(BLOCK_SIZE=64)")
+    both = apply_knobs(called, {"num_warps": 2, "num_stages": 4})
+    assert "config = dict(BLOCK_SIZE=64, num_warps=2, num_stages=4)\n" in both
+    assert find_knobs(both).values() == {"BLOCK_SIZE": 64, "num_warps": 2, "num_stages": 4}
+    build, verify, _ = make("rmsnorm")
+    for tuned in (staged, both):
+        assert verify(build(tuned, {})["artifact"], {"parameters": {"n_rows": 2, "n_cols": 300}})[
+            "passed"
+        ]
