@@ -145,18 +145,25 @@ def dominant_first(launches: list[KernelLaunch]) -> list[str]:
     return sorted(total, key=lambda k: -total[k])
 
 
-def observed_values(launches: list[KernelLaunch]) -> tuple[tuple[str, str, int | None], ...]:
-    """(kernel, parameter, value) for every constexpr, num_warps and num_stages the launches
-    saw; the value is None where launches of one kernel disagreed."""
-    seen: dict[tuple[str, str], set[int]] = {}
-    for launch in launches:
-        values = {
-            **launch.constexprs,
-            "num_warps": launch.num_warps,
-            "num_stages": launch.num_stages,
-        }
-        for name, value in values.items():
-            seen.setdefault((launch.kernel, name), set()).add(value)
-    return tuple(
-        sorted((k, p, next(iter(v)) if len(v) == 1 else None) for (k, p), v in seen.items())
-    )
+def observed_values(
+    launches: list[KernelLaunch],
+) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    """One (kernel, ((parameter, value), ...)) per distinct launch: every integer constexpr,
+    num_warps and num_stages it had, parameters sorted. Launches of one kernel that disagree
+    (cases of different shapes) are kept apart, so which values went together stays known."""
+    seen = {
+        (
+            launch.kernel,
+            tuple(
+                sorted(
+                    {
+                        **launch.constexprs,
+                        "num_warps": launch.num_warps,
+                        "num_stages": launch.num_stages,
+                    }.items()
+                )
+            ),
+        )
+        for launch in launches
+    }
+    return tuple(sorted(seen))

@@ -8,7 +8,7 @@ value, whichever way the source spells it:
 - a default argument of the function that launches: `def add(x, y, B=1024)`;
 - a dict splatted into the launch: `cfg = {"B": 64}` / `cfg = dict(B=64)` ... `k[grid](**cfg)`;
 - the literal a caller passes to the function that launches: `_launch(x, B=512)`;
-- a table a previous rewrite left: `{8: 16}.get(nw, nw)` (the value 16).
+- a table a previous rewrite left: `{8: 16, 4: 32}.get(nw, nw)` (16 where nw is 8, 32 where 4).
 A name assigned more than once in one scope, or to anything else, has no literal site: its
 value is computed, and only a launch observed at run time can say what it is.
 """
@@ -76,7 +76,7 @@ class Scope:
     """The literals names have in one scope (module or function), and the names it binds."""
 
     consts: dict[str, ast.expr] = field(default_factory=dict)  # name -> its int literal node
-    dicts: dict[str, list[tuple[str, ast.expr]]] = field(default_factory=dict)  # cfg -> items
+    dicts: dict[str, ast.expr] = field(default_factory=dict)  # cfg -> its dict of literals
     bound: set[str] = field(default_factory=set)  # every name the scope assigns or takes
 
     def inner(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, helpers: dict) -> Scope:
@@ -103,15 +103,14 @@ def scan(body: list[ast.stmt], helpers: dict[str, list[ast.expr]]) -> Scope:
     the dicts of literals it assigns once, and every name it binds."""
     counts: dict[str, int] = {}
     literal: dict[str, ast.expr] = {}
-    dicts: dict[str, list[tuple[str, ast.expr]]] = {}
+    dicts: dict[str, ast.expr] = {}
     for stmt in body:
         pairs: list[tuple[str, ast.expr | None]] = []
         if isinstance(stmt, ast.Assign):
             for t in stmt.targets:
                 pairs += _pairs(t, stmt.value, helpers)
-                items = dict_items(stmt.value)
-                if isinstance(t, ast.Name) and items is not None:
-                    dicts[t.id] = items
+                if isinstance(t, ast.Name) and dict_items(stmt.value) is not None:
+                    dicts[t.id] = stmt.value
         elif isinstance(stmt, ast.AnnAssign):
             pairs += _pairs(stmt.target, stmt.value, helpers)
         elif isinstance(stmt, ast.AugAssign):
@@ -180,23 +179,25 @@ def caller_literals(
     return found or None
 
 
-def table(expr: ast.expr) -> tuple[ast.expr, ast.expr, ast.expr] | None:
-    """(key literal, value literal, keyed expression) of `{K: V}.get(E, E)`, else None."""
+def table(expr: ast.expr) -> tuple[list[tuple[int, int]], ast.expr] | None:
+    """((key, value) entries, keyed expression) of `{K1: V1, K2: V2}.get(E, E)`, else None."""
     if not (
         isinstance(expr, ast.Call)
         and isinstance(expr.func, ast.Attribute)
         and expr.func.attr == "get"
         and isinstance(expr.func.value, ast.Dict)
-        and len(expr.func.value.keys) == 1
+        and expr.func.value.keys
         and len(expr.args) == 2
     ):
         return None
-    key, value = expr.func.value.keys[0], expr.func.value.values[0]
-    if int_literal(key) is None or int_literal(value) is None or key is None:
+    pairs = [
+        (int_literal(k), int_literal(v))
+        for k, v in zip(expr.func.value.keys, expr.func.value.values, strict=True)
+    ]
+    entries = [(k, v) for k, v in pairs if k is not None and v is not None]
+    if len(entries) != len(pairs) or ast.dump(expr.args[0]) != ast.dump(expr.args[1]):
         return None
-    if ast.dump(expr.args[0]) != ast.dump(expr.args[1]):
-        return None
-    return key, value, expr.args[0]
+    return entries, expr.args[0]
 
 
 def returned(tree: ast.Module, name: str) -> ast.expr | None:

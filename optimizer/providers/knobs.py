@@ -8,7 +8,10 @@ What counts as a knob (each an integer literal the source states, or a default i
   `BLOCK=BLOCK`): the knob is the constant, named after it;
 - the `triton.Config` list of `@triton.autotune`: a one-config list gives its keys, `num_warps`
   and `num_stages` as knobs; a longer list is an `AutotuneChoice` (pinning one of its configs is
-  a move; once pinned, the config's values are knobs).
+  a move; once pinned, the config's values are knobs);
+- a value the source computes at run time (a block, num_warps, num_stages): one knob per value
+  the observed launches showed it computing (`BLOCK_SIZE[1024]`, `BLOCK_SIZE[4096]`), rewritten
+  as a table keyed by the computed value.
 
 Invariants:
 - `apply_knobs(source, values)` changes only the literals (or inserts only the keywords) of the
@@ -68,16 +71,17 @@ class KnobOrigin(StrEnum):
     # literal argument of the function that launches
     AUTOTUNE = "autotune"  # a value of the single triton.Config of an autotune list
     HEURISTIC = "heuristic"  # a literal returned by a @triton.heuristics lambda
-    COMPUTED = "computed"  # computed at run time, its value observed at the launch: rewritten
-    # as a table keyed by the computed value (`{8: 16}.get(nw, nw)`), so other shapes keep theirs
+    COMPUTED = "computed"  # computed at run time, its values observed at the launches: rewritten
+    # as a table keyed by the computed value (`{8: 16, 4: 8}.get(nw, nw)`), one knob per key, so
+    # every shape the cases do not have keeps what the computation gives
 
 
 class Site(BaseModel):
     """Where a knob's value lives: source[start:end] (UTF-8 byte offsets) is replaced by
     `prefix + str(value) + suffix`. An insertion site has start == end and a prefix like
-    ", num_warps=". A computed value's site has a `key` (what the computation gave) and `plain`
-    (the computation's text): the value `key` renders as `plain`, the original text, so every
-    path back to the computed value gives the same source."""
+    ", num_warps=". A computed value's site is one entry of a table: `key` (what the computation
+    gave) and `plain` (the computation's text); the knobs of every key share the span, which
+    `table_text` renders from all their values (see apply_knobs)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -89,9 +93,15 @@ class Site(BaseModel):
     plain: str = ""
 
     def render(self, value: int) -> str:
-        if self.key is not None and value == self.key:
-            return self.plain
         return f"{self.prefix}{value}{self.suffix}"
+
+
+def table_text(plain: str, entries: Mapping[int, int]) -> str:
+    """`{k1: v1, k2: v2}.get(E, E)` over the computation E (keys sorted, entries that keep the
+    computed value left out), or E itself when no entry changes it: one text per configuration,
+    whatever the path."""
+    changed = [f"{k}: {v}" for k, v in sorted(entries.items()) if k != v]
+    return f"{{{', '.join(changed)}}}.get({plain}, {plain})" if changed else plain
 
 
 class Knob(BaseModel):
@@ -105,6 +115,11 @@ class Knob(BaseModel):
     sites: list[Site]
     explicit: bool = True  # False: not written in the source (a Triton default)
     loop_step: bool = False  # the kernel walks a loop in steps of this value
+    # A computed value's knob: the kernel parameter its table sets, and the key it sets it for
+    # (what the computation gave); the launches where the computation gives another value
+    # are another knob's.
+    param: str | None = None
+    key: int | None = None
 
 
 class KernelInfo(BaseModel):
@@ -137,6 +152,9 @@ class KnobSpace(BaseModel):
     kernels: dict[str, KernelInfo] = {}
     autotune_choices: list[AutotuneChoice] = []
     unreadable: list[str] = []  # one line per knob that cannot be rewritten, with the reason
+    # Per distinct observed launch of a kernel with computed knobs: the names of the computed
+    # knobs that set it (a launch uses one key of each table).
+    launches: list[list[str]] = []
 
     def values(self) -> dict[str, int]:
         return {k.name: k.value for k in self.knobs}
@@ -237,9 +255,9 @@ def _role(name: str, kernel: KernelInfo | None, param: str) -> KnobRole:
     return KnobRole.INTEGER
 
 
-Observed = tuple[tuple[str, str, int | None], ...]
-"""What launches observed at run time: (kernel, parameter, value), the value None when it
-differed between launches (optimizer.evaluation.launches records them)."""
+Observed = tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
+"""What launches observed at run time: one (kernel, ((parameter, value), ...)) per distinct
+launch (optimizer.evaluation.launches.observed_values), the values of what the source computes."""
 
 
 class _Collector:
@@ -267,7 +285,11 @@ class _Collector:
                 and isinstance(stmt.targets[0], ast.Name)
             ):
                 self.module_exprs[stmt.targets[0].id] = stmt.value
-        self.observed = {(k, p): v for k, p, v in observed}
+        self.observed = observed
+        self.launched: dict[tuple[str, str], set[int]] = {}  # (kernel, parameter) -> values
+        for kernel, values in observed:
+            for param, value in values:
+                self.launched.setdefault((kernel, param), set()).add(value)
         self.knobs: dict[str, Knob] = {}
         self.choices: list[AutotuneChoice] = []
         self.unreadable: list[str] = []
@@ -286,11 +308,12 @@ class _Collector:
         site: Site | list[Site],
         explicit: bool = True,
         param: str | None = None,
+        key: int | None = None,
     ) -> None:
         self.covered.add((kernel, param or name))
         sites = site if isinstance(site, list) else [site]
         info = self.kernels.get(kernel)
-        loop_step = info is not None and name in info.loop_step_params
+        loop_step = info is not None and bool({name, param} & set(info.loop_step_params))
         existing = self.knobs.get(name)
         if existing is not None:
             if existing.sites[0] == sites[0]:
@@ -315,6 +338,8 @@ class _Collector:
             sites=sites,
             explicit=explicit,
             loop_step=loop_step,
+            param=param if key is not None else None,
+            key=key,
         )
 
     def _literal_site(self, node: ast.AST) -> Site:
@@ -330,14 +355,6 @@ class _Collector:
         value = _int_literal(expr)
         if value is not None:
             return None, value, [self._literal_site(expr)], KnobOrigin.LAUNCH
-        found = table(expr)
-        if found is not None:
-            key, literal, keyed = found
-            name = keyed.id if isinstance(keyed, ast.Name) else None
-            value, computed = _int_literal(literal), _int_literal(key)
-            assert value is not None and computed is not None
-            site = self._table_site(expr, keyed, computed)
-            return name, value, [site], KnobOrigin.COMPUTED
         if not isinstance(expr, ast.Name):
             return None
         const = scope.consts.get(expr.id)
@@ -354,37 +371,41 @@ class _Collector:
         return None
 
     def _computed(self, kernel: str, param: str, expr: ast.expr) -> None:
-        """A value computed at run time: a knob when launches observed one value for it. Only
-        blocks, num_warps and num_stages: another computed constexpr (`n_cols=n_cols`) is a
-        problem size the kernel specializes on, not a setting."""
-        text = ast.get_source_segment(self.source, expr) or ast.unparse(expr)
-        name = expr.id if isinstance(expr, ast.Name) else param
-        info = self.kernels[kernel]
-        if param not in _COMPILE_KWARGS and _role(name, info, param) != KnobRole.BLOCK:
+        """A value computed at run time (or a table over it a rewrite left): one knob per value
+        the computation gave, from the observed launches and the table's keys. Only blocks,
+        num_warps and num_stages: another computed constexpr (`n_cols=n_cols`) is a problem
+        size the kernel specializes on, not a setting."""
+        found = table(expr)
+        entries, computation = (dict(found[0]), found[1]) if found is not None else ({}, expr)
+        text = ast.get_source_segment(self.source, computation) or ast.unparse(computation)
+        name = computation.id if isinstance(computation, ast.Name) else param
+        role = _role(name, self.kernels[kernel], param)
+        if not entries and param not in _COMPILE_KWARGS and role != KnobRole.BLOCK:
             return
         self.reported.add(f"{kernel}.{param}")
-        if (kernel, param) not in self.observed:
+        keys = sorted(set(entries) | self.launched.get((kernel, param), set()))
+        if not keys:
             self.unreadable.append(
-                f"{kernel}.{param}: computed at run time ({text}) and no launch of {kernel} "
-                "was observed"
+                f"{kernel}.{param}: computed at run time ({_one_line(text)}) and no launch of "
+                f"{kernel} was observed"
             )
             return
-        value = self.observed[(kernel, param)]
-        if value is None:
-            self.unreadable.append(
-                f"{kernel}.{param}: computed at run time ({text}) and it differs between "
-                "launches; one value cannot stand for all"
+        for key in keys:
+            self._add(
+                f"{name}[{key}]",
+                entries.get(key, key),
+                role,
+                KnobOrigin.COMPUTED,
+                kernel,
+                self._table_site(expr, computation, key),
+                param=param,
+                key=key,
             )
-            return
-        site = self._table_site(expr, expr, value)
-        self._add(
-            name, value, _role(name, info, param), KnobOrigin.COMPUTED, kernel, site, param=param
-        )
 
     def _unseen_blocks(self) -> None:
         """A block constexpr the launches showed that no knob sets (a `**cfg` tune cannot read,
         a value from outside the file) is unreadable: the search would be blind to it."""
-        for (kernel, param), value in sorted(self.observed.items(), key=lambda kv: kv[0]):
+        for (kernel, param), values in sorted(self.launched.items(), key=lambda kv: kv[0]):
             info = self.kernels.get(kernel)
             if info is None or param in _COMPILE_KWARGS or (kernel, param) in self.covered:
                 continue
@@ -392,7 +413,7 @@ class _Collector:
                 continue
             if _role(param, info, param) != KnobRole.BLOCK:
                 continue
-            shown = "values that differ between launches" if value is None else f"{param}={value}"
+            shown = " and ".join(f"{param}={v}" for v in sorted(values))
             self.unreadable.append(
                 f"{kernel}.{param}: launched with {shown}, but no literal in the source sets it"
                 f"{self._how_passed(kernel)}"
@@ -412,19 +433,25 @@ class _Collector:
         return " (it reaches the launch from outside this file's literals)"
 
     def _table_site(self, expr: ast.expr, computation: ast.expr, key: int) -> Site:
-        """The site of a computed value: `expr` (the computation, or a table over it) becomes
-        `{key: value}.get(E, E)`, or E itself for the value the computation gives."""
+        """The entry `key` of the table a computed value becomes: `expr` (the computation E, or
+        a table over it) is rewritten as `{key: value, ...}.get(E, E)` (table_text)."""
         text = ast.get_source_segment(self.source, computation) or ast.unparse(computation)
         if "\n" in text:
             text = ast.unparse(computation)
-        return Site(
-            start=self.off.start(expr),
-            end=self.off.end(expr),
-            prefix=f"{{{key}: ",
-            suffix=f"}}.get({text}, {text})",
-            key=key,
-            plain=text,
-        )
+        return Site(start=self.off.start(expr), end=self.off.end(expr), key=key, plain=text)
+
+    def _launch_sets(self) -> list[list[str]]:
+        """Per distinct observed launch, the computed knobs that set it (see KnobSpace)."""
+        keyed = [k for k in self.knobs.values() if k.key is not None]
+        out: list[list[str]] = []
+        for kernel, values in self.observed:
+            given = dict(values)
+            names = [
+                k.name for k in keyed if k.kernel == kernel and given.get(k.param or "") == k.key
+            ]
+            if names and names not in out:
+                out.append(names)
+        return out
 
     def collect(self) -> KnobSpace:
         self._collect_autotune()
@@ -436,6 +463,7 @@ class _Collector:
             kernels=self.kernels,
             autotune_choices=self.choices,
             unreadable=self.unreadable,
+            launches=self._launch_sets(),
         )
 
     def _collect_launches(
@@ -471,7 +499,7 @@ class _Collector:
         args += [(kw.arg, kw.value) for kw in call.keywords if kw.arg is not None]
         for kw in call.keywords:
             if kw.arg is None and isinstance(kw.value, ast.Name):
-                args += scope.dicts.get(kw.value.id, [])
+                args += dict_items(scope.dicts.get(kw.value.id)) or []
         return args
 
     def _launch(
@@ -501,26 +529,58 @@ class _Collector:
             self._add(
                 name, value, _role(name, info, param), origin, kernel_name, sites, param=param
             )
-        if autotuned or any(kw.arg is None for kw in call.keywords):
-            return  # the autotuner (or a **kwargs) decides num_warps/num_stages
-        last = call.args + [kw.value for kw in call.keywords]
-        insert_at = self.off.end(max(last, key=self.off.end)) if last else self.off.end(call) - 1
-        sep = ", " if last else ""
+        splats = [kw.value for kw in call.keywords if kw.arg is None]
+        if autotuned:
+            return  # the autotuner decides num_warps/num_stages
+        if not splats:
+            self._defaults(kernel_name, given, call, call.args + [kw.value for kw in call.keywords])
+            return
+        # a **dict of literals: the keys it lacks are inserted into the dict; any other **
+        # (a parameter, a dict built at run time) decides num_warps/num_stages where tune
+        # cannot see
+        written = scope.dicts.get(splats[0].id) if isinstance(splats[0], ast.Name) else None
+        if len(splats) != 1 or written is None:
+            return
+        if isinstance(written, ast.Dict):
+            self._defaults(kernel_name, given, written, written.values, quoted=self._quote(written))
+        elif isinstance(written, ast.Call):
+            self._defaults(kernel_name, given, written, [kw.value for kw in written.keywords])
+
+    def _quote(self, node: ast.Dict) -> str:
+        """The quote the dict's first string key is written with (a double quote by default)."""
+        first = node.keys[0] if node.keys else None
+        text = "" if first is None else ast.get_source_segment(self.source, first) or ""
+        return text[:1] if text[:1] in ("'", '"') else '"'
+
+    def _defaults(
+        self,
+        kernel: str,
+        given: set[str],
+        into: ast.expr,
+        items: list[ast.expr],
+        quoted: str = "",
+        origin: KnobOrigin = KnobOrigin.LAUNCH,
+    ) -> None:
+        """num_warps / num_stages the launch (a `**` dict, a triton.Config) leaves out: knobs at
+        Triton's defaults, rewritten by inserting the keyword (`"num_stages": 2` into a dict
+        when `quoted` names its quote) after the last of `items`, or inside `into` when it has
+        none (the separator then follows the keyword, so two insertions stay valid)."""
+        at = self.off.end(max(items, key=self.off.end)) if items else self.off.end(into) - 1
         for param, default in (
             ("num_warps", DEFAULT_NUM_WARPS),
             ("num_stages", DEFAULT_NUM_STAGES),
         ):
-            if param not in given:
-                site = Site(start=insert_at, end=insert_at, prefix=f"{sep}{param}=")
-                self._add(
-                    param,
-                    default,
-                    _role(param, info, param),
-                    KnobOrigin.LAUNCH,
-                    kernel_name,
-                    site,
-                    explicit=False,
-                )
+            if param in given:
+                continue
+            label = f"{quoted}{param}{quoted}: " if quoted else f"{param}="
+            site = Site(
+                start=at,
+                end=at,
+                prefix=f", {label}" if items else label,
+                suffix="" if items else ", ",
+            )
+            role = _role(param, self.kernels[kernel], param)
+            self._add(param, default, role, origin, kernel, site, explicit=False)
 
     def _collect_heuristics(self) -> None:
         """`@triton.heuristics({"BLOCK": lambda args: 128})`: the lambda's literal is the knob;
@@ -660,7 +720,7 @@ class _Collector:
                             sites,
                             param=k.value,
                         )
-        present = {kw.arg for kw in call.keywords}
+        present = {kw.arg for kw in call.keywords if kw.arg is not None}
         for kw in call.keywords:
             if kw.arg in _COMPILE_KWARGS:
                 found = self._resolve(kw.value, self.module)
@@ -676,22 +736,7 @@ class _Collector:
                         param=kw.arg,
                     )
         parts = call.args + [kw.value for kw in call.keywords]
-        insert_at = self.off.end(max(parts, key=self.off.end)) if parts else self.off.end(call) - 1
-        sep = ", " if parts else ""
-        for param, default in (
-            ("num_warps", DEFAULT_NUM_WARPS),
-            ("num_stages", DEFAULT_NUM_STAGES),
-        ):
-            if param not in present:
-                self._add(
-                    param,
-                    default,
-                    _role(param, info, param),
-                    KnobOrigin.AUTOTUNE,
-                    kernel,
-                    Site(start=insert_at, end=insert_at, prefix=f"{sep}{param}="),
-                    explicit=False,
-                )
+        self._defaults(kernel, present, call, parts, origin=KnobOrigin.AUTOTUNE)
 
 
 @functools.lru_cache(maxsize=512)
@@ -724,23 +769,49 @@ def _edit(source: str, edits: list[tuple[Site, str]]) -> str:
 
 def apply_knobs(source: str, values: Mapping[str, int], observed: Observed = ()) -> str:
     """`source` with the named knobs set to `values` (only changed knobs are touched); `observed`
-    gives the computed values launches showed (see find_knobs)."""
+    gives the computed values launches showed (see find_knobs). The knobs of one computed
+    value's keys share its site: the table is written from all of them."""
     space = find_knobs(source, observed)
     by_name = space.by_name()
     unknown = sorted(set(values) - set(by_name))
     if unknown:
         raise KnobError(f"the kernel has no knob {', '.join(unknown)}")
     edits: list[tuple[Site, str]] = []
+    tables: dict[tuple[int, int], tuple[Site, dict[int, int]]] = {}
+    changed: set[tuple[int, int]] = set()
     for knob in space.knobs:  # the source's order: insertions at one point come out the same
-        if knob.name not in values:
-            continue
-        name, value = knob.name, values[knob.name]
+        value = values.get(knob.name, knob.value)
         if type(value) is not int:
-            raise KnobError(f"knob {name}: {value!r} is not an integer")
-        if value == knob.value:
-            continue
-        edits += [(site, site.render(value)) for site in knob.sites]
+            raise KnobError(f"knob {knob.name}: {value!r} is not an integer")
+        for site in knob.sites:
+            if site.key is None:
+                if value != knob.value:
+                    edits.append((site, site.render(value)))
+                continue
+            span = (site.start, site.end)
+            tables.setdefault(span, (site, {}))[1][site.key] = value
+            if value != knob.value:
+                changed.add(span)
+    edits += [
+        (site, table_text(site.plain, entries))
+        for span, (site, entries) in tables.items()
+        if span in changed
+    ]
     return _edit(source, edits)
+
+
+def computed_values(source: str, observed: Observed) -> Observed:
+    """`observed`, the launches of `source`, as the values its computations gave: a launch through
+    a table `{1024: 2048}.get(E, E)` that showed 2048 had E == 1024 (the key every descendant's
+    table is keyed by)."""
+    inverse: dict[tuple[str, str | None], dict[int, int]] = {}
+    for k in find_knobs(source).knobs:
+        if k.key is not None and k.value != k.key:
+            inverse.setdefault((k.kernel, k.param), {})[k.value] = k.key
+    return tuple(
+        (kernel, tuple((p, inverse.get((kernel, p), {}).get(v, v)) for p, v in values))
+        for kernel, values in observed
+    )
 
 
 def _config_text(values: Mapping[str, int]) -> str:

@@ -25,6 +25,7 @@ The strategy (docs/TUNE.md has the long form):
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -42,11 +43,15 @@ from optimizer.providers.base import (
 )
 from optimizer.providers.knobs import (
     DEFAULT_NUM_STAGES,
+    DEFAULT_NUM_WARPS,
+    KernelInfo,
+    Knob,
     KnobError,
     KnobRole,
     KnobSpace,
     Observed,
     apply_knobs,
+    computed_values,
     config_signature,
     declared_space,
     find_knobs,
@@ -116,8 +121,8 @@ class TuneProvider:
     # ---- the protocol ---------------------------------------------------------------------
     def propose(self, ctx: ProviderContext, record: Recorder) -> Proposal | SearchExhausted:
         """One configuration change of ctx.parent_source, or SearchExhausted with the reason."""
-        self._observed = observed_values(ctx.launches)
         try:
+            self._observed = computed_values(ctx.original_source, observed_values(ctx.launches))
             base, space = self._base(ctx)
             if isinstance(base, Proposal | SearchExhausted):
                 return base
@@ -487,7 +492,7 @@ class TuneProvider:
             for b in names[a_i + 1 :]:
                 ka, kb = knobs[a], knobs[b]
                 roles = {ka.role, kb.role}
-                if ka.kernel != kb.kernel:
+                if not _together(space, a, b):  # one kernel; for computed knobs, one shape
                     continue
                 if roles == {KnobRole.BLOCK, KnobRole.WARPS}:
                     signs = [(+1, +1), (-1, -1)]
@@ -575,11 +580,7 @@ class TuneProvider:
             k = knobs[n]
             info = space.kernels.get(k.kernel)
             warps = next(
-                (
-                    w
-                    for w in names
-                    if knobs[w].role == KnobRole.WARPS and knobs[w].kernel == k.kernel
-                ),
+                (w for w in names if knobs[w].role == KnobRole.WARPS and _together(space, n, w)),
                 None,
             )
             if k.role != KnobRole.BLOCK or warps is None or info is None:
@@ -815,59 +816,95 @@ def _per_thread(block_elems: int, warps: int) -> float:
 
 
 def _dim_of(name: str) -> str | None:
-    """ "M", "N" or "K" for a tile knob of a tl.dot kernel, by its name (BLOCK_M, BN, TILE_K...)."""
-    up = name.upper().split(".")[-1]
+    """ "M", "N" or "K" for a tile knob of a tl.dot kernel, by its name (BLOCK_M, BN, TILE_K...;
+    a computed tile's knob of one key, BLOCK_M[128], too)."""
+    up = name.upper().split(".")[-1].split("[")[0]
     for dim in ("M", "N", "K"):
         if up.endswith(f"_{dim}") or up in (f"B{dim}", f"BLOCK{dim}", f"TILE_{dim}"):
             return dim
     return None
 
 
-def _dims(space: KnobSpace, kernel: str, config: Config) -> dict[str, int]:
-    """The M/N/K tile sizes of a tl.dot kernel, by knob name."""
-    out: dict[str, int] = {}
-    for k in space.knobs:
-        dim = _dim_of(k.name)
-        if k.kernel == kernel and k.role == KnobRole.BLOCK and dim is not None:
-            out[dim] = config.get(k.name, k.value)
-    return out
+def _launch_variants(space: KnobSpace, kernel: str) -> list[list[Knob]]:
+    """The knobs of `kernel` that set one launch, per kind of launch. A computed value's knob
+    sets only the launches whose computation gave its key, so the knobs of two keys (two
+    shapes) never meet in one launch: each observed launch is one variant; without
+    observations (or for a key no launch showed), every combination of keys is."""
+    mine = [k for k in space.knobs if k.kernel == kernel]
+    plain = [k for k in mine if k.key is None]
+    tables: dict[str | None, list[Knob]] = {}
+    for k in mine:
+        if k.key is not None:
+            tables.setdefault(k.param, []).append(k)
+    if not tables:
+        return [mine]
+    names = space.by_name()
+    seen = [
+        [names[n] for n in launch] for launch in space.launches if names[launch[0]].kernel == kernel
+    ]
+    if not {k.name for g in tables.values() for k in g} <= {k.name for v in seen for k in v}:
+        seen = [list(combo) for combo in itertools.product(*tables.values())]
+    return [plain + variant for variant in seen]
+
+
+def _together(space: KnobSpace, a: str, b: str) -> bool:
+    """Whether knobs `a` and `b` set one launch (the same kernel; for computed knobs, the
+    same shape): only then do they interact."""
+    kernel = space.by_name()[a].kernel
+    return any({a, b} <= {k.name for k in variant} for variant in _launch_variants(space, kernel))
 
 
 def _violation(ctx: ProviderContext, space: KnobSpace, config: Config) -> str | None:
-    """Why `config` cannot compile or is known to be wasteful, or None."""
-    gpu = ctx.target.backend != "cpu"
+    """Why `config` cannot compile, cannot be correct or is known to be wasteful, or None.
+    Blocks are checked per launch: the knobs of a computed value's keys each apart."""
     values = {**space.values(), **config}
+    for k in space.knobs:
+        v = values[k.name]
+        info = space.kernels.get(k.kernel)
+        block = k.role == KnobRole.BLOCK or (info is not None and k.name in info.arange_params)
+        if block and v & (v - 1):
+            return f"{k.name}={v} is not a power of two"
+        if k.role == KnobRole.BLOCK and k.key is not None and not k.loop_step and v < k.key:
+            # the host sized the grid (or the one block a row gets) for the computed value
+            return f"{k.name}={v} is below the block {k.key} the kernel computes for its shape"
+    if ctx.target.backend == "cpu":
+        return None
     for kernel, info in space.kernels.items():
-        mine = [k for k in space.knobs if k.kernel == kernel]
-        blocks = [values[k.name] for k in mine if k.role == KnobRole.BLOCK]
-        warps = next((values[k.name] for k in mine if k.role == KnobRole.WARPS), 4)
-        stages = next(
-            (values[k.name] for k in mine if k.role == KnobRole.STAGES), DEFAULT_NUM_STAGES
-        )
-        for k in mine:
-            if k.name in info.arange_params or k.role == KnobRole.BLOCK:
-                v = values[k.name]
-                if v & (v - 1):
-                    return f"{k.name}={v} is not a power of two"
-        if not gpu:
-            continue
-        if info.uses_dot:
-            dims = _dims(space, kernel, values)
-            if any(v < 16 for v in dims.values()):
-                return "tl.dot needs tiles of at least 16"
-            if {"M", "N", "K"} <= set(dims):
-                elem = _element_bytes(ctx)
-                smem = stages * (dims["M"] * dims["K"] + dims["K"] * dims["N"]) * elem
-                if smem > _smem_limit(ctx):
-                    return f"{smem} bytes of shared memory exceed the {_smem_limit(ctx)} available"
-                if _per_thread(dims["M"] * dims["N"], warps) > _MAX_ACC_VALUES_PER_THREAD:
-                    return "the accumulator needs more registers per thread than exist"
-        else:
-            widest = max(blocks, default=1)
-            if blocks and _per_thread(widest, warps) > _MAX_ROW_VALUES_PER_THREAD:
-                return f"{widest} elements over {warps} warps spill registers"
-        if math.prod(blocks) > _MAX_TENSOR_NUMEL and not info.uses_dot:
-            return "a block tensor over Triton's element limit"
+        for variant in _launch_variants(space, kernel):
+            why = _launch_violation(ctx, info, variant, values)
+            if why is not None:
+                return why
+    return None
+
+
+def _launch_violation(
+    ctx: ProviderContext, info: KernelInfo, knobs: list[Knob], values: Config
+) -> str | None:
+    """Why one launch of `info` with `knobs` at `values` cannot run or wastes the GPU, or None."""
+    blocks = [values[k.name] for k in knobs if k.role == KnobRole.BLOCK]
+    warps = next((values[k.name] for k in knobs if k.role == KnobRole.WARPS), DEFAULT_NUM_WARPS)
+    stages = next((values[k.name] for k in knobs if k.role == KnobRole.STAGES), DEFAULT_NUM_STAGES)
+    if info.uses_dot:
+        dims = {
+            dim: values[k.name]
+            for k in knobs
+            if k.role == KnobRole.BLOCK and (dim := _dim_of(k.name)) is not None
+        }
+        if any(v < 16 for v in dims.values()):
+            return "tl.dot needs tiles of at least 16"
+        if {"M", "N", "K"} <= set(dims):
+            elem = _element_bytes(ctx)
+            smem = stages * (dims["M"] * dims["K"] + dims["K"] * dims["N"]) * elem
+            if smem > _smem_limit(ctx):
+                return f"{smem} bytes of shared memory exceed the {_smem_limit(ctx)} available"
+            if _per_thread(dims["M"] * dims["N"], warps) > _MAX_ACC_VALUES_PER_THREAD:
+                return "the accumulator needs more registers per thread than exist"
+        return None
+    widest = max(blocks, default=1)
+    if blocks and _per_thread(widest, warps) > _MAX_ROW_VALUES_PER_THREAD:
+        return f"{widest} elements over {warps} warps spill registers"
+    if math.prod(blocks) > _MAX_TENSOR_NUMEL:
+        return "a block tensor over Triton's element limit"
     return None
 
 

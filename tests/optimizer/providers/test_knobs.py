@@ -118,6 +118,26 @@ def test_an_inserted_keyword_follows_a_trailing_comma_and_reads_back():
     assert knob_values(out)["num_stages"] == 2
 
 
+def test_keywords_inserted_where_nothing_is_written_yet_stay_valid_python():
+    source = HEADER + textwrap.dedent(
+        """
+        @triton.jit
+        def k():
+            pass
+
+        def run():
+            k[(1,)]()
+            config = {}
+            k[(2,)](**config)
+        """
+    )
+    out = apply_knobs(source, {"num_warps": 8, "num_stages": 2})
+    compile(out, "k.py", "exec")
+    assert "k[(1,)](num_warps=8, num_stages=2, )" in out
+    assert 'config = {"num_warps": 8, "num_stages": 2, }' in out
+    assert knob_values(out) == {"num_warps": 8, "num_stages": 2}
+
+
 def test_autotune_with_one_config_exposes_its_values():
     source = HEADER + textwrap.dedent(
         """

@@ -14,11 +14,12 @@ from pathlib import Path
 
 from optimizer.bundle.spec import CaseSpec, TargetSpec
 from optimizer.decision.identity import source_hashes
+from optimizer.evaluation.launches import observed_values
 from optimizer.providers import ProviderOptions, registry
 from optimizer.providers.base import MeasuredCandidate, Proposal, ProviderContext, SearchExhausted
-from optimizer.providers.knobs import apply_knobs, knob_values
+from optimizer.providers.knobs import apply_knobs, find_knobs, knob_values
 from optimizer.providers.tune import TuneProvider
-from tlxstore.events import DeviceInfo
+from tlxstore.events import DeviceInfo, KernelLaunch
 
 REPO = Path(__file__).resolve().parents[3]
 SOFTMAX = (REPO / "examples" / "softmax" / "kernel.py").read_text()
@@ -46,6 +47,7 @@ def context(
     cases: list[CaseSpec] = HOST_CASES,
     prior_best: list[MeasuredCandidate] | None = None,
     tuning_space: dict | None = None,
+    launches: list[KernelLaunch] | None = None,
 ) -> ProviderContext:
     return ProviderContext(
         run_id=run_id,
@@ -67,6 +69,7 @@ def context(
         original_source=source,
         measured=measured,
         prior_best=prior_best or [],
+        launches=launches or [],
     )
 
 
@@ -79,22 +82,37 @@ def drive(
     prior_best=None,
     limit: int = 40,
     min_speedup: float = 1.01,
+    launches: list[KernelLaunch] | None = None,
     **kw,
 ):
-    """Run the provider as the loop would; return (proposals, measured, final result)."""
+    """Run the provider as the loop would; return (proposals, measured, final result). The cost
+    sees every knob, computed ones too (read with the observed `launches`)."""
     provider = TuneProvider()
     measured = list(measured or [])
-    start = cost(knob_values(source))
+    observed = observed_values(launches or [])
+
+    def values_of(src: str) -> dict[str, int]:
+        return find_knobs(src, observed).values()
+
+    start = cost(values_of(source))
     assert start is not None
     parent, incumbent = source, start
     proposals: list[Proposal] = []
     for i in range(limit):
-        ctx = context(source, measured, parent=parent, run_id=run_id, prior_best=prior_best, **kw)
+        ctx = context(
+            source,
+            measured,
+            parent=parent,
+            run_id=run_id,
+            prior_best=prior_best,
+            launches=launches,
+            **kw,
+        )
         result = provider.propose(ctx, lambda event: None)
         if isinstance(result, SearchExhausted):
             return proposals, measured, result
         proposals.append(result)
-        t = cost(knob_values(result.source))
+        t = cost(values_of(result.source))
         promoted = t is not None and incumbent / t >= min_speedup
         measured.append(
             MeasuredCandidate(
@@ -332,3 +350,64 @@ def test_on_a_gpu_the_softmax_search_reaches_the_bandwidth_plateau_within_twelve
         for b in (1024, 2048, 4096, 8192, 16384)
         for w in (1, 2, 4, 8, 16, 32)
     )
+
+
+CORPUS = REPO / "tests" / "optimizer" / "providers" / "tune_corpus"
+ONE_BLOCK_PER_ROW = (CORPUS / "calculate_settings" / "kernel.py").read_text()
+BLOCKS_PER_ROW = (CORPUS / "computed_per_shape" / "kernel.py").read_text()  # a loop over the row
+
+
+def computed(kernel: str, *settings: tuple[int, int]) -> list[KernelLaunch]:
+    """The launches of a kernel whose BLOCK_SIZE and num_warps the host computed, per shape."""
+    return [
+        KernelLaunch(kernel=kernel, constexprs={"BLOCK_SIZE": b}, num_warps=w, num_stages=3)
+        for b, w in settings
+    ]
+
+
+def narrower_is_faster(config: dict[str, int]) -> float:
+    return float(sum(v for n, v in config.items() if n.startswith("BLOCK_SIZE")))
+
+
+def test_a_computed_block_goes_below_its_computed_value_only_where_the_kernel_loops_over_it():
+    """The host sized the grid or the one block a row gets for the value it computed: a smaller
+    block would leave elements undone, so it is never proposed; a kernel that walks the row in
+    steps of the block may take a smaller one."""
+    one = computed("_rms_layernorm_forward", (1024, 4))
+    proposals, _, end = drive(ONE_BLOCK_PER_ROW, narrower_is_faster, launches=one)
+    assert proposals and isinstance(end, SearchExhausted)  # the way up measured slower
+    assert all(p.knobs["BLOCK_SIZE[1024]"] >= 1024 for p in proposals), [
+        p.change for p in proposals
+    ]
+    looped = computed("_rms_norm_looped_forward", (1024, 8))
+    proposals, _, _ = drive(BLOCKS_PER_ROW, narrower_is_faster, launches=looped, limit=4)
+    assert any(p.knobs["BLOCK_SIZE[1024]"] < 1024 for p in proposals)
+
+
+def gpu_rows_per_shape(config: dict[str, int]) -> float:
+    """H200-like, two widths of one looped row kernel: each launch pays its loop trips, and
+    spills past 64 values of a block per thread."""
+    total = 0.0
+    for key, warps, width in (("128", "num_warps[4]", 100), ("1024", "num_warps[8]", 16000)):
+        block = config[f"BLOCK_SIZE[{key}]"]
+        spill = 3.0 if block / (32 * config[warps]) > 64 else 1.0
+        total += (10.0 * math.ceil(width / block) + block / 1024) * spill
+    return total
+
+
+def test_on_a_gpu_each_table_entry_is_checked_with_the_launch_it_sets():
+    """Widths 100 and 16000 compute (128, 4 warps) and (1024, 8 warps). The entries of two
+    shapes never run in one launch: neither multiplied as one tile (128 x 16384 is over
+    Triton's element limit, 16384 alone is not) nor checked with the other shape's warps."""
+    launches = computed("_rms_norm_looped_forward", (128, 4), (1024, 8))
+    cases = [
+        CaseSpec(case_id=f"w{n}", parameters={"n_rows": 4096, "n_cols": n}) for n in (100, 16000)
+    ]
+    proposals, measured, _ = drive(
+        BLOCKS_PER_ROW, gpu_rows_per_shape, launches=launches, backend="cuda", cases=cases
+    )
+    for p in proposals:
+        for key, warps in (("128", "num_warps[4]"), ("1024", "num_warps[8]")):
+            assert p.knobs[f"BLOCK_SIZE[{key}]"] / (32 * p.knobs[warps]) <= 64, p.change
+    best = best_of(measured).knobs
+    assert best["BLOCK_SIZE[1024]"] == 16384 and best["num_warps[8]"] >= 8, best
