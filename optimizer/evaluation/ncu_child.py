@@ -358,7 +358,9 @@ class NcuProfiler:
         keep_dir: Path | None = None,
     ) -> NcuResult:
         self.kernel = kernel
-        result = self._child(kernel, level, source).profile(cid, source, cases, timeout_s, keep_dir)
+        child = self._child(kernel, level, source)
+        self.prestart()  # a cold profile (the baseline's) takes seconds: the next child loads meanwhile
+        result = child.profile(cid, source, cases, timeout_s, keep_dir)
         if result.missing:
             self.unsupported += [m for m in result.missing if m not in self.unsupported]
             if not any(e.metrics and e.metrics[0].value is not None for e in result.events):

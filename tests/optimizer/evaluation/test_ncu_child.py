@@ -79,7 +79,12 @@ while args[0].startswith("--"):
     args = args[1:] if flag else args[2:]
 assert opts["--clock-control"] == "none" and opts["--profile-from-start"] == "off"
 assert opts["--kernel-name"] == "regex:^add_kernel$"
+import os, time
+with open(os.path.join(os.path.dirname(sys.argv[0]), "ncu.starts"), "a") as f:
+    f.write(f"start {time.time()}\\n")
 rc = subprocess.call(args)
+with open(os.path.join(os.path.dirname(sys.argv[0]), "ncu.starts"), "a") as f:
+    f.write(f"end {time.time()}\\n")
 if "bogus__metric.sum" in opts["--metrics"]:
     print("==ERROR== Failed to find metric bogus__metric.sum")
     sys.exit(1)
@@ -127,9 +132,15 @@ def test_one_launch_per_case_is_profiled_under_ncu_and_the_next_child_is_prestar
             assert e.diagnostics.startswith("ncu summary set: launch 2 of add_kernel")
             assert Path(e.artifacts[0]).name == "ncu-summary.csv"
         assert result.wall_ms > 0 and result.settle_ms == 0.0
-        # the next candidate's child is loading; it touches no GPU before it is begun or released
+        # the next child was started while this cold one profiled, not after it
+        (_, first_start), (_, second_start), (_, first_end) = [
+            (w, float(t))
+            for w, t in map(str.split, (tmp_path / "ncu.starts").read_text().split("\n")[:3])
+        ]
+        assert first_start < second_start < first_end
+        # the next candidate's child is loading; the profile is done, so it may make its context
         nxt = p._next
-        assert nxt is not None and nxt.kernel == "add_kernel" and nxt.pending == ["load"]
+        assert nxt is not None and nxt.kernel == "add_kernel" and nxt.pending == ["load", "warm"]
         # the loop hands the next source over when its evaluation starts, and waits before the
         # benchmark: by then the child has made its context, built it and verified every case
         p.begin(KERNEL)
