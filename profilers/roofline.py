@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict
 from profilers.hardware import Ceiling, DeviceSpec, Resource
 from profilers.metrics import Metric, MetricSource
 
-
 # A kernel reaching this fraction of one ceiling is bound by it when the other amount is unknown.
 DOMINANT_FRACTION = 0.5
 

@@ -216,7 +216,8 @@ def test_the_next_candidates_child_loads_once_the_last_sample_is_taken_and_serve
     imports the harness while the loop profiles, decides and proposes) and that evaluation runs
     in it; every candidate still gets a process of its own, and close() ends the spare one."""
     harness = HARNESS.replace(
-        "_n = [0]", '_n = [0]\nopen(os.environ["MARKS"], "a").write(f"load {os.getpid()} {time.time()}\\n")'
+        "_n = [0]",
+        '_n = [0]\nopen(os.environ["MARKS"], "a").write(f"load {os.getpid()} {time.time()}\\n")',
     ) + textwrap.dedent(
         """
         _orig_benchmark = benchmark
