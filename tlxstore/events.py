@@ -349,6 +349,9 @@ class BenchmarkSampled(Event):
     cache_policy: str | None = None
     bytes_moved: int | None = None  # declared by the harness/case, for throughput checks
     flops: int | None = None
+    # tlxdb's own warm-up call before the first case's samples (benchmark(artifact, case, 1)
+    # after the GPU idled through build and verification): kept, never in a statistic
+    warmup_samples_us: list[float] = []
 
 
 class ProfileCollected(Event):
