@@ -749,12 +749,12 @@ class _Run:
         block: int,
         warm_up: bool = False,
     ) -> dict[str, float]:
-        """Benchmark each case. `warm_up`: first one unrecorded-in-statistics call,
-        `benchmark(artifact, first case, 1)`, after the idle GPU of building and verifying
-        (its samples are kept as the first case's `warmup_samples_us`). Measured on the H200: a
-        4096^3 fp16 GEMM's first do_bench after that idle ran 8-15% faster than every later one
-        (boost clock before the power limit), one outlier in 5 samples that widened every
-        confidence interval."""
+        """Benchmark each case. `warm_up`: first one call `benchmark(artifact, first case, 1)`
+        after the GPU idled through build and verification, its samples kept as the first
+        case's `warmup_samples_us` and out of every statistic. Measured on the H200: a 4096^3
+        fp16 GEMM's first do_bench after that idle ran 8-15% faster than every later one (boost
+        clock before the power limit), one outlier in 5 samples that widened every confidence
+        interval."""
         medians: dict[str, float] = {}
         warm: list[float] = self._warm_up(key, cases[0]) if warm_up and cases else []
         for case in cases:
