@@ -13,6 +13,7 @@ from tlxstore.events import (
     Outcome,
     ProfileCollected,
     ProfileMetric,
+    ProfilingFinished,
     RooflineAssessed,
 )
 from tlxstore.store import Store
@@ -24,6 +25,7 @@ EXPECTED_VIEWS = {
     "samples",
     "case_results",
     "profiles",
+    "profiling_phases",
     "decisions",
     "exclusions",
     "seen_sources",
@@ -127,6 +129,37 @@ def test_profiles_view_is_long_and_keeps_unknown_as_null(store_path):
         {"metric": "dram_bytes_read", "value": None, "unit": "bytes", "source": "ncu"},
         {"metric": "duration_ns", "value": 1500.0, "unit": "ns", "source": "proton"},
     ]
+
+
+def test_profiling_phases_view_sums_what_profiling_cost_a_run(store_path):
+    store = Store(store_path)
+    _ingest(
+        store,
+        "r1",
+        [
+            ProfilingFinished(
+                candidate_id="c1", tool="proton", cases=2, wall_ms=410.0, waited_ms=410.0
+            ),
+            ProfilingFinished(
+                candidate_id="c1",
+                tool="ncu",
+                level="summary",
+                cases=2,
+                wall_ms=1630.0,
+                waited_ms=2140.0,
+            ),
+        ],
+    )
+    rows = queries.query(
+        store,
+        "SELECT tool, level, cases, wall_ms, waited_ms FROM profiling_phases ORDER BY tool",
+    ).to_pylist()
+    assert rows == [
+        {"tool": "ncu", "level": "summary", "cases": 2, "wall_ms": 1630.0, "waited_ms": 2140.0},
+        {"tool": "proton", "level": None, "cases": 2, "wall_ms": 410.0, "waited_ms": 410.0},
+    ]
+    (total,) = queries.query(store, "SELECT sum(waited_ms) AS s FROM profiling_phases").to_pylist()
+    assert total["s"] == 2550.0
 
 
 def test_candidates_and_decisions_views_join_hypotheses(store_path):
