@@ -45,6 +45,7 @@ PROJECTIONS = (
     "proj_sources",
     "proj_exclusions",
     "proj_failures",
+    "proj_run_candidates",
 )
 
 

@@ -17,22 +17,14 @@ SELECT
     arg_max(r.run_id, r.revalidated_speedup) FILTER (WHERE r.success) AS best_run_id,
     arg_max(r.winner_id, r.revalidated_speedup) FILTER (WHERE r.success) AS best_candidate_id,
     arg_max(r.winner_source_hash, r.revalidated_speedup) FILTER (WHERE r.success) AS best_source_hash,
-    max(p.decided_speedup) AS best_decided_speedup,
-    arg_max(p.run_id || '/' || p.candidate_id, p.decided_speedup) AS best_decided_candidate,
+    max(p.best_speedup) AS best_decided_speedup,
+    -- on a tie, the first run (run ids begin with the time they started), as a run's own best
+    -- is its first candidate on a tie
+    first(p.run_id || '/' || p.best_candidate_id ORDER BY p.best_speedup DESC, p.run_id)
+        FILTER (WHERE p.best_speedup IS NOT NULL) AS best_decided_candidate,
     sum(r.cost_usd) AS cost_usd
 FROM runs r
--- each run's best promoted candidate (its last decision promoted it, as `candidates` has it),
--- joined laterally: read for the runs a filter on the view keeps, not for every run
-LEFT JOIN LATERAL (
-    SELECT r.run_id, candidate_id, d.speedup AS decided_speedup
-    FROM (
-        SELECT candidate_id, arg_max({'outcome': outcome, 'speedup': speedup}, seq) AS d
-        FROM proj_decisions
-        WHERE run_id = r.run_id AND source_key IS NOT NULL  -- a decision of a proposed candidate
-        GROUP BY candidate_id
-    )
-    WHERE d.outcome = 'promoted' AND candidate_id <> 'baseline' AND d.speedup IS NOT NULL
-    ORDER BY d.speedup DESC, candidate_id
-    LIMIT 1
-) p ON true
+-- each run's best promoted candidate (its last decision promoted it, as `candidates` has it), as
+-- the projection passes keep it: no run's decisions are read here
+LEFT JOIN proj_run_candidates p ON p.run_id = r.run_id
 GROUP BY r.kernel_id, r.entry_point, r.kernel_file, r.bundle_digest, r.device_kind

@@ -31,7 +31,7 @@ SELECT
     rv.ci_low AS revalidated_ci_low,
     rv.ci_high AS revalidated_ci_high,
     f.detail AS detail,
-    n.candidates,
+    coalesce(n.candidates, 0) AS candidates,
     h.next_seq AS events,
     i.entry_point,
     i.kernel_file,
@@ -62,7 +62,7 @@ LEFT JOIN proj_runs r ON r.run_id = h.run_id
 LEFT JOIN run_identity i ON i.run_id = h.run_id
 LEFT JOIN finished f ON f.run_id = h.run_id
 -- what is read from the big tables (candidates, decisions) is joined laterally: for the runs a
--- filter on the view keeps, not for every run
+-- filter on the view keeps, not for every run; the candidate count is kept per run
 LEFT JOIN LATERAL (
     SELECT source_hash FROM proj_candidates WHERE run_id = h.run_id AND candidate_id = f.winner_id
 ) w ON true
@@ -72,4 +72,4 @@ LEFT JOIN LATERAL (
 ) wd ON true
 LEFT JOIN revalidated rv ON rv.run_id = h.run_id AND rv.candidate_id = f.winner_id
 LEFT JOIN exchanges x ON x.run_id = h.run_id
-LEFT JOIN LATERAL (SELECT count(*) AS candidates FROM proj_candidates WHERE run_id = h.run_id) n ON true
+LEFT JOIN proj_run_candidates n ON n.run_id = h.run_id

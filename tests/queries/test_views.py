@@ -236,3 +236,12 @@ def test_rooflines_view_has_one_row_per_case_with_nulls_and_the_disagreement(sto
         {"case_id": "a", "bandwidth_fraction": 0.95, "flops": None, "disagreement": "ncu is 2x"},
         {"case_id": "b", "bandwidth_fraction": None, "flops": None, "disagreement": None},
     ]
+
+
+def test_kernel_history_names_the_first_run_of_a_tied_best_decided_speedup(store_path):
+    store = Store(store_path)
+    for run_id in ("r2", "r1", "r3"):  # stored out of order; r1 and r2 tie, r3 is slower
+        _ingest(store, run_id, small_run(2 if run_id != "r3" else 1))
+    (row,) = queries.query(store, "SELECT * FROM kernel_history").to_pylist()
+    assert row["best_decided_candidate"] == "r1/c002"
+    assert row["best_decided_speedup"] == pytest.approx(100.0 / 98.0)

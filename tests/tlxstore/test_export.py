@@ -19,6 +19,7 @@ from tlxstore.errors import (
 from tlxstore.export import EVENTS_FILE, MANIFEST, export_runs, read_export
 from tlxstore.hashing import digest_file
 from tlxstore.store import Store
+from tlxstore.store.schema import STORE_SCHEMA_VERSION
 from tlxstore.testing import envelopes, small_run
 from tlxstore.version import tlxdb_version
 
@@ -36,7 +37,8 @@ def test_export_writes_parquet_and_a_manifest_with_counts_and_sha256(store, tmp_
     assert on_disk["format"] == "tlxdb-export" and on_disk["runs"] == ["r1"]
     assert on_disk["tlxdb_version"] == tlxdb_version()  # names the code, "+src.<digest>"
     assert (
-        on_disk["store_schema_version"] == 4 and on_disk["event_schema_versions"]["RunStarted"] == 1
+        on_disk["store_schema_version"] == STORE_SCHEMA_VERSION
+        and on_disk["event_schema_versions"]["RunStarted"] == 1
     )
     assert on_disk["files"][EVENTS_FILE] == {
         "rows": len(small_run(2)),

@@ -20,7 +20,7 @@ from support.files import unwritable
 import queries
 from cli.main import main
 from tlxstore.errors import EventConflictError, StoreBusyError, StoreError, StoreTooNewError
-from tlxstore.events import Envelope, new_event_id
+from tlxstore.events import BASELINE_ID, DecisionMade, Envelope, Outcome, new_event_id
 from tlxstore.locking import lock_path
 from tlxstore.store import Store
 from tlxstore.store.projection import COMPACT_EVERY, PROJECT_INLINE_BELOW
@@ -322,9 +322,18 @@ V4_TABLES = (
 )
 
 
+def _as_v4(store_path: Path) -> None:
+    """Turn a store into what tlxdb's store schema v4 wrote: no proj_run_candidates."""
+    con = duckdb.connect(str(store_path))
+    con.execute("DROP TABLE proj_run_candidates")
+    con.execute("UPDATE tlxdb_meta SET value = '4' WHERE key = 'store_schema_version'")
+    con.close()
+
+
 def _as_v3(store_path: Path) -> None:
     """Turn a store into what tlxdb's store schema v3 wrote: none of v4's projected columns and
     tables."""
+    _as_v4(store_path)
     con = duckdb.connect(str(store_path))
     for table, columns in V4_COLUMNS.items():
         for column in columns:
@@ -335,22 +344,25 @@ def _as_v3(store_path: Path) -> None:
     con.close()
 
 
-def test_a_v3_store_is_upgraded_on_open_and_every_view_answers_as_before(tmp_path):
-    """v4 projects what the views used to parse out of the events; a v3 store gets it on open,
-    and every view answers exactly as it did (the history test store: every event type)."""
+@pytest.mark.parametrize("older", [_as_v4, _as_v3])
+def test_an_older_store_is_upgraded_on_open_and_every_view_answers_as_before(tmp_path, older):
+    """v4 projects what the views used to parse out of the events, v5 each run's candidate count
+    and best promoted candidate; a v4 or v3 store gets them on open, and every view answers
+    exactly as it did (the history test store: every event type)."""
     path = history_store.build(tmp_path / "store.duckdb")
     store = Store(path)
     store.ingest(envelopes("cut", [run_started(), *cut_short("c001", "def k(): return 7")]))
-    tables = (*V4_TABLES, *V4_COLUMNS)
+    tables = (*V4_TABLES, *V4_COLUMNS, "proj_run_candidates")
     projected = {t: store.query(f"SELECT * FROM {t} ORDER BY ALL") for t in tables}
     views = {n: queries.query(store, f"SELECT * FROM {n} ORDER BY ALL") for n in queries.names()}
     assert projected["proj_case_speedups"].num_rows and projected["proj_finishes"].num_rows
+    assert len(projected["proj_run_candidates"].column("promoted").drop_null()) > 1
     store.close()
-    _as_v3(store_path=path)
+    older(store_path=path)
     store = Store(path)
     assert store.query(
         "SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'"
-    ).to_pylist() == [{"value": "4"}]
+    ).to_pylist() == [{"value": str(STORE_SCHEMA_VERSION)}]
     for t in tables:
         assert store.query(f"SELECT * FROM {t} ORDER BY ALL") == projected[t], t
     for n in queries.names():
@@ -380,7 +392,7 @@ def test_a_v2_store_is_upgraded_on_open_and_its_decisions_say_whether_they_were_
     store = Store(store_path)
     assert store.query(
         "SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'"
-    ).to_pylist() == [{"value": "4"}]
+    ).to_pylist() == [{"value": str(STORE_SCHEMA_VERSION)}]
     assert store.query("SELECT * FROM proj_decisions ORDER BY ALL") == before
     measured = store.query("SELECT run_id, bool_and(measured) AS m FROM proj_decisions GROUP BY 1")
     assert dict(zip(*measured.to_pydict().values(), strict=True)) == {"cut": False, "whole": True}
@@ -410,7 +422,7 @@ def test_a_v1_store_is_upgraded_on_open_and_keeps_its_projections(store_path):
     con = duckdb.connect(str(store_path), read_only=True)
     assert con.execute(
         "SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'"
-    ).fetchone() == ("4",)
+    ).fetchone() == (str(STORE_SCHEMA_VERSION),)
     assert con.execute("SELECT count(*) FROM events WHERE pos IS NULL").fetchone() == (len(old),)
     con.close()
     assert store.projection_lag() == 0
@@ -474,6 +486,64 @@ def test_a_v1_store_that_cannot_be_upgraded_is_read_as_it_is(store_path):
         "SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'"
     ).fetchone() == ("1",)
     con.close()
+
+
+def _decided_again(candidate_id: str, outcome: Outcome, speedup: float) -> DecisionMade:
+    return DecisionMade(candidate_id=candidate_id, outcome=outcome, reason="again", speedup=speedup)
+
+
+# c002 is the best (2.0) until it is decided again and refused; then the best is c001 (1.25: c004
+# ties it, c001 comes first), never c003 (refused at 2.5) nor `ghost` (decided, never proposed)
+CANDIDATES = [
+    candidate_events(BASELINE_ID, "def k(): pass"),
+    candidate_events("c001", "def k(): return 1", base_us=80.0, outcome=Outcome.PROMOTED),
+    candidate_events("c002", "def k(): return 2", base_us=50.0, outcome=Outcome.PROMOTED),
+    candidate_events("c003", "def k(): return 3", base_us=40.0, outcome=Outcome.REJECTED),
+    candidate_events("c004", "def k(): return 4", base_us=80.0, outcome=Outcome.PROMOTED),
+    [
+        _decided_again("c002", Outcome.REJECTED, 2.0),
+        _decided_again("ghost", Outcome.PROMOTED, 9.0),
+        _decided_again("c003", Outcome.FAILED, 2.5),
+    ],
+]
+
+
+@pytest.mark.parametrize("per_ingest", [1, len(CANDIDATES)], ids=["loop", "one pass"])
+def test_each_run_keeps_its_candidate_count_and_best_promoted_candidate_pass_by_pass(
+    store_path, per_ingest
+):
+    """proj_run_candidates, which the runs and kernel_history views read, holds what every
+    decision of the run says, whether its decisions come one ingest (one pass) at a time, as
+    the loop's do, or all in one: a candidate decided again and refused leaves the promoted
+    ones, and the next best becomes the best."""
+    store = Store(store_path)
+    store.ingest(envelopes("r1", [run_started()]))
+    seq = 1
+    for i in range(0, len(CANDIDATES), per_ingest):
+        batch = [e for events in CANDIDATES[i : i + per_ingest] for e in events]
+        store.ingest(envelopes("r1", batch, start=seq))
+        seq += len(batch)
+        if i == 2:  # the baseline, c001 and c002 stored
+            assert _promoted(store) == [("r1", 3, {("c001", 1.25), ("c002", 2.0)}, "c002", 2.0)]
+    assert store.projection_lag() == 0
+    assert _promoted(store) == [("r1", 5, {("c001", 1.25), ("c004", 1.25)}, "c001", 1.25)]
+    (row,) = queries.query(store, "SELECT * FROM kernel_history").to_pylist()
+    assert (row["best_decided_candidate"], row["best_decided_speedup"]) == ("r1/c001", 1.25)
+    assert queries.query(store, "SELECT candidates FROM runs").to_pylist() == [{"candidates": 5}]
+
+
+def _promoted(store: Store) -> list[tuple]:
+    rows = store.query("SELECT * FROM proj_run_candidates ORDER BY run_id").to_pylist()
+    return [
+        (
+            r["run_id"],
+            r["candidates"],
+            {tuple(p.values()) for p in r["promoted"] or ()},
+            r["best_candidate_id"],
+            r["best_speedup"],
+        )
+        for r in rows
+    ]
 
 
 def test_bulk_ingests_merge_nothing_and_the_pass_after_them_merges_every_table(store_path):

@@ -1,7 +1,10 @@
--- The projections of the events in `unprojected` (project_tail.sql), one INSERT per table, run in
--- one transaction with the advance of projection_state.projected_pos. Each payload is parsed once
+-- The projections of the events in `unprojected` (project_tail.sql), one INSERT per table (and for
+-- proj_run_candidates, whose rows are per run, a MERGE and an UPDATE), run in one transaction
+-- with the advance of projection_state.projected_pos. Each payload is parsed once
 -- (from_json into a struct), never once per field. A projection joins what earlier passes stored
--- (a decision its candidate, an exclusion its run), so passes run in pos order.
+-- (a decision its candidate, an exclusion its run), so passes run in pos order. Each statement
+-- reads one event type from `unprojected`; one that reads none continues the statement before it
+-- (it reads the temporary table that one made) and runs when that one runs.
 INSERT INTO proj_runs
 SELECT
     run_id, recorded_at, p.host, p.device.kind, p.device.backend, p.provider, p.model, p.kernel_path,
@@ -36,6 +39,13 @@ FROM (
 ) c
 LEFT JOIN proj_runs r ON r.run_id = c.run_id;
 
+-- each run's candidate count: this pass's proposals added to it (a run's first makes its row)
+MERGE INTO proj_run_candidates t
+USING (SELECT run_id, count(*) AS n FROM unprojected WHERE type = 'CandidateProposed' GROUP BY run_id) s
+ON t.run_id = s.run_id
+WHEN MATCHED THEN UPDATE SET candidates = t.candidates + s.n
+WHEN NOT MATCHED THEN INSERT (run_id, candidates) VALUES (s.run_id, s.n);
+
 -- before the decisions: a decision in the same pass sees the failures that came before it
 INSERT INTO proj_failures
 SELECT run_id, p.candidate_id, seq, tlx_key(run_id || '/' || p.candidate_id)
@@ -45,7 +55,8 @@ FROM (
 )
 WHERE p.retryable AND p.candidate_id IS NOT NULL;
 
-INSERT INTO proj_decisions
+-- this pass's decisions as proj_decisions holds them, for it and for each run's promoted candidates
+CREATE OR REPLACE TEMPORARY TABLE decided AS
 SELECT
     d.run_id, d.p.candidate_id, d.seq, d.recorded_at, d.p.outcome, d.p.reason, d.p.speedup, d.p.ci_low, d.p.ci_high,
     d.p.compared_to, d.k, c.round, c.proposed_at, c.hypothesis, c.knobs, c.source_hash, c.normalized_hash,
@@ -64,6 +75,42 @@ FROM (
     )
 ) d
 LEFT JOIN proj_candidates c ON c.cand_key = d.k AND c.run_id = d.run_id AND c.candidate_id = d.p.candidate_id;
+
+INSERT INTO proj_decisions SELECT * FROM decided;
+
+-- each run's promoted candidates and its best (proj_run_candidates, as schema.sql defines them),
+-- from the decisions in `decided`. A run's events are stored in seq order, so its decisions in
+-- `decided` come after every one stored before: a candidate they decide has its last decision
+-- among them, and every other candidate keeps its own. So a run's list is the stored one without
+-- the candidates decided here, plus those whose last decision here promotes them. (schema.upgrade
+-- fills the lists with this statement, `decided` holding every stored decision.)
+UPDATE proj_run_candidates
+SET promoted = b.promoted, best_candidate_id = b.best.candidate_id, best_speedup = b.best.speedup
+FROM (
+    SELECT run_id, promoted, list_reduce(promoted, (a, c) -> CASE
+        WHEN c.speedup > a.speedup OR (c.speedup = a.speedup AND c.candidate_id < a.candidate_id) THEN c ELSE a
+    END) AS best
+    FROM (
+        SELECT t.run_id,
+            nullif(list_sort(list_filter(coalesce(t.promoted, []), p -> NOT list_contains(n.decided, p.candidate_id))
+                || coalesce(n.promoted, [])), []) AS promoted
+        FROM proj_run_candidates t
+        JOIN (
+            SELECT run_id, list(candidate_id) AS decided, list({'candidate_id': candidate_id, 'speedup': d.speedup})
+                FILTER (WHERE d.outcome = 'promoted' AND candidate_id <> 'baseline' AND d.speedup IS NOT NULL) AS promoted
+            FROM (  -- each candidate's last decision here (a decision of a proposed candidate)
+                SELECT run_id, candidate_id, arg_max({'outcome': outcome, 'speedup': speedup}, seq) AS d
+                FROM decided
+                WHERE source_key IS NOT NULL
+                GROUP BY run_id, candidate_id
+            )
+            GROUP BY run_id
+        ) n ON n.run_id = t.run_id
+    )
+) b
+WHERE b.run_id = proj_run_candidates.run_id;
+
+DROP TABLE decided;
 
 -- one row per sample: the list and its positions unnested side by side
 INSERT INTO proj_samples

@@ -1,4 +1,4 @@
--- The store's tables (store schema version 4). Created once, in one transaction, by the first writer.
+-- The store's tables (store schema version 5). Created once, in one transaction, by the first writer.
 -- `events` is the truth (one row per event, record form, payload as JSON text); the proj_* tables
 -- are projections of it, brought up to date through `projection_state.projected_pos` (Store.project:
 -- in the ingest's own transaction for a small batch, by the next reader after a large one). *_key columns
@@ -215,4 +215,18 @@ CREATE TABLE proj_baselines (
     seq BIGINT NOT NULL,
     source_hash VARCHAR,
     entry_point VARCHAR
+);
+
+-- store schema v5: one row per run that proposed a candidate: how many it proposed (its
+-- proj_candidates rows); `promoted`, each of its proposed candidates, the baseline aside, whose
+-- last decision promoted it with a speedup, with that speedup, in candidate_id order (NULL when
+-- none); and the best of them (the highest speedup, the first candidate_id on a tie), which
+-- kernel_history reads. Kept by each projection pass for the runs it touches, so no view reads
+-- every decision of a run (docs/STORE.md "Performance of the report queries").
+CREATE TABLE proj_run_candidates (
+    run_id VARCHAR NOT NULL,
+    candidates BIGINT NOT NULL,
+    promoted STRUCT(candidate_id VARCHAR, speedup DOUBLE)[],
+    best_candidate_id VARCHAR,
+    best_speedup DOUBLE
 );

@@ -27,13 +27,15 @@ _VACUUM_TASKS = 100  # DuckDB's default max_vacuum_tasks: the merges one compact
 @cache
 def projection_statements() -> tuple[tuple[str, str], ...]:
     """project.sql, statement by statement, each with the one event type it projects (the
-    `FROM unprojected WHERE type = '...'` it reads)."""
-    out = []
+    `FROM unprojected WHERE type = '...'` it reads). A statement that reads no event type
+    continues the one before it (it reads the temporary table that one made) and takes its type,
+    so the two run together or not at all."""
+    out: list[tuple[str, str]] = []
     for statement in duckdb.extract_statements(store_sql("project")):
         types = set(re.findall(r"FROM unprojected WHERE type = '(\w+)'", statement.query))
-        if len(types) != 1:
+        if len(types) > 1 or (not types and not out):
             raise StoreError("each projection in project.sql reads one event type")
-        out.append((types.pop(), statement.query))
+        out.append((types.pop() if types else out[-1][0], statement.query))
     return tuple(out)
 
 

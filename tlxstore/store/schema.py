@@ -1,5 +1,5 @@
 """The store file's tables and their version: creating them, checking a file is a store this
-tlxdb can read, and upgrading an older one (tlxstore/sql/schema.sql, upgrade_v2.sql .. upgrade_v4.sql)."""
+tlxdb can read, and upgrading an older one (tlxstore/sql/schema.sql, upgrade_v2.sql .. upgrade_v5.sql)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ from tlxstore.store.sql import ALIAS, store_sql
 # 2: events.pos and projection_state; 3: proj_failures and proj_decisions.measured; 4: what the
 # views read of the payloads (proj_runs and proj_candidates columns, proj_finishes,
 # proj_revalidations, proj_case_speedups, proj_exchanges, proj_baselines,
-# run_heads.last_event_at). An older store is upgraded on open, one step after another.
-STORE_SCHEMA_VERSION = 4
+# run_heads.last_event_at); 5: proj_run_candidates (each run's candidate count and best promoted
+# candidate). An older store is upgraded on open, one step after another.
+STORE_SCHEMA_VERSION = 5
 # the tables a step creates that project.sql fills: the step fills them for the events projected
-# before it, with project.sql's own statements, over the `unprojected` table the step makes
+# before it, with project.sql's own statements for them, over the temporary tables those read
+# (`unprojected`, `decided`), which the step makes
 NEW_PROJECTIONS = {
     4: (
         "proj_finishes",
@@ -27,8 +29,10 @@ NEW_PROJECTIONS = {
         "proj_case_speedups",
         "proj_exchanges",
         "proj_baselines",
-    )
+    ),
+    5: ("proj_run_candidates",),
 }
+_TEMPORARY = ("unprojected", "decided")
 
 
 def create(con: duckdb.DuckDBPyConnection, path: str | Path, schema_sql: str) -> None:
@@ -76,8 +80,9 @@ def upgrade(con: duckdb.DuckDBPyConnection) -> None:
     """Under the exclusive lock: bring an older store to the current schema in one transaction,
     step by step (upgrade_v2.sql: events gains `pos`, NULL for the events a v1 store projected as
     they came, and projection_state starts with all of them projected; upgrade_v3.sql: the
-    measured flag of decisions; upgrade_v4.sql: the projected columns the views read). Nothing
-    is done when another process upgraded it meanwhile."""
+    measured flag of decisions; upgrade_v4.sql: the projected columns the views read;
+    upgrade_v5.sql: each run's candidate count and best promoted candidate). Nothing is done
+    when another process upgraded it meanwhile."""
     row = con.execute("SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'").fetchone()
     if row is None or int(row[0]) >= STORE_SCHEMA_VERSION:
         return
@@ -86,8 +91,15 @@ def upgrade(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(store_sql(f"upgrade_v{version}"))
         if version in NEW_PROJECTIONS:
             for _type, statement in projection_statements():
-                target = re.search(r"INSERT INTO (\w+)", statement)
-                if target is not None and target.group(1) in NEW_PROJECTIONS[version]:
+                if _target(statement) in NEW_PROJECTIONS[version]:
                     con.execute(statement)
-            con.execute("DROP TABLE unprojected")
+            for table in _TEMPORARY:
+                con.execute(f"DROP TABLE IF EXISTS {table}")
     con.execute("COMMIT")
+
+
+def _target(statement: str) -> str | None:
+    """The table a statement of project.sql writes (INSERT, MERGE or UPDATE), if any."""
+    code = re.sub(r"--[^\n]*", "", statement)  # a comment names no target
+    found = re.search(r"\b(?:INSERT INTO|MERGE INTO|UPDATE)\s+(\w+)", code)
+    return found.group(1) if found else None
