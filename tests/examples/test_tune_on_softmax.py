@@ -73,7 +73,7 @@ def sweep(tmp_path_factory) -> dict:
         BUNDLE,
         [apply_knobs(source, {"BLOCK": b}) for b in blocks],
         tmp_path_factory.mktemp("sweep"),
-        repetitions=3,
+        repetitions=2,  # 4096, the one-block path of both rows, measures 2.5x faster than 2048
     )
     assert all(r["verified"] for r in results)
     cases = list(results[0]["cases"])
