@@ -19,7 +19,6 @@ Invariants:
 from __future__ import annotations
 
 import ast
-import copy
 import json
 import platform
 import re
@@ -485,9 +484,7 @@ def _probe(evaluator: Evaluator, candidate_id: str, source: str, timeout_s: floa
     """Evaluate a source tlxdb wrote itself (so not through the candidates' static checks);
     its evidence is summarized in a check, not recorded as a candidate."""
     sink: list[Event] = []
-    probe = copy.copy(evaluator)
-    probe.static_checks = False
-    summary = probe.evaluate(
+    summary = evaluator.for_probes().evaluate(
         EvalRequest(
             candidate_id=candidate_id,
             source=source,

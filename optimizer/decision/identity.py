@@ -48,9 +48,14 @@ def normalized_source(text: str) -> str:
     return ast.unparse(_DropDocstrings().visit(tree))
 
 
+def raw_source_hash(text: str) -> str:
+    """The tagged sha256 of a source text as written (source_hashes' first; no parse)."""
+    return digest_text(text)
+
+
 def source_hashes(text: str) -> tuple[str, str]:
     """(raw, normalized) tagged sha256 of a source text."""
-    return digest_text(text), digest_text(normalized_source(text))
+    return raw_source_hash(text), digest_text(normalized_source(text))
 
 
 def measurement_key(

@@ -339,6 +339,17 @@ class Evaluator:
         other._ready = None
         return other
 
+    def for_probes(self) -> Evaluator:
+        """This evaluator for sources tlxdb writes itself (validation's probes): no static
+        checks, and a child of its own for each probe. The child this evaluator keeps ready for
+        the first candidate stays its own (it loads while the probes run), and a probe starts
+        none that nobody would take."""
+        other = copy.copy(self)
+        other.static_checks = False
+        other.keep_ready = False
+        other._ready = None
+        return other
+
     def stop(self) -> None:
         """Kill every harness child this evaluator and its pinned copies have running (their
         evaluations end as crashes); for a parallel loop that is interrupted."""

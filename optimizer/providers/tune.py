@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass
 
 from optimizer.bundle.spec import CaseSpec, TargetSpec
-from optimizer.decision.identity import source_hashes
+from optimizer.decision.identity import raw_source_hash
 from optimizer.evaluation.launches import dominant_first, observed_values
 from optimizer.providers import ProviderOptions, roofline_order
 from optimizer.providers.base import (
@@ -190,7 +190,7 @@ class TuneProvider:
             }
             for move in self._moves(ctx, space, domains, group, center, here):
                 source = self._apply(base, move.config)
-                raw, _ = source_hashes(source)
+                raw = raw_source_hash(source)
                 if _key(move.config) in taken or raw in taken or raw in proposed:
                     continue
                 proposed.add(raw)
@@ -214,7 +214,7 @@ class TuneProvider:
         for choice in space.autotune_choices:
             for i, config in enumerate(choice.configs):
                 pinned = pin_autotune(ctx.parent_source, choice.kernel, i)
-                raw, _ = source_hashes(pinned)
+                raw = raw_source_hash(pinned)
                 entry = measured.get(raw)
                 if entry is None:
                     if raw in self._proposed.get(ctx.run_id, set()):
@@ -257,7 +257,7 @@ class TuneProvider:
         renders: dict[str, Config] = {}
         for src in (base, ctx.original_source, ctx.parent_source):
             try:
-                renders[source_hashes(src)[0]] = dict(self._find(src).values())
+                renders[raw_source_hash(src)] = dict(self._find(src).values())
             except KnobError:
                 continue
         points: dict[str, _Point] = {}
@@ -317,7 +317,7 @@ class TuneProvider:
             rendered = self._apply(base, full)
         except KnobError:
             return None
-        return config if source_hashes(rendered)[0] == m.source_hash else None
+        return config if raw_source_hash(rendered) == m.source_hash else None
 
     def _adoption(
         self,
@@ -349,7 +349,7 @@ class TuneProvider:
             if point.config == parent_config or key in this_run:
                 return None
             source = self._apply(base, point.config)
-            raw, _ = source_hashes(source)
+            raw = raw_source_hash(source)
             if raw in proposed:
                 return None
             proposed.add(raw)

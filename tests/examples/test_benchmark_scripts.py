@@ -4,28 +4,10 @@ code paths as on an H200 except the GPU references (copy, torch ops), which need
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def script(name: str, *args: str, interpret: bool = True) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    if interpret:
-        env["TRITON_INTERPRET"] = "1"
-    return subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / name), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+from support.scripts import REPO, script
 
 
 def test_the_sweep_measures_every_configuration_of_its_grid_and_names_the_best(tmp_path):
@@ -60,19 +42,12 @@ def test_the_sweep_on_the_host_target_needs_the_interpreter(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_tune_script_runs_tlxdb_optimize_and_reports_start_final_and_candidates(tmp_path):
-    done = script(
-        "hopper_tune.py",
-        "--out",
-        str(tmp_path),
-        "--target",
-        "host",
-        "--examples",
-        "softmax",
-        interpret=False,
-    )
+def test_the_tune_script_runs_tlxdb_optimize_and_reports_start_final_and_candidates(
+    softmax_tune_run,
+):
+    done, out = softmax_tune_run  # hopper_tune.py --target host --examples softmax
     assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads((tmp_path / "tune_summary_host.json").read_text())
+    report = json.loads((out / "tune_summary_host.json").read_text())
     (softmax,) = report["examples"]
     assert softmax["exit_code"] == 0 and softmax["stopping_reason"] == "search_exhausted"
     assert softmax["best_knobs"]["BLOCK"] == 4096 and softmax["candidates_to_best"] == 2
@@ -80,8 +55,8 @@ def test_the_tune_script_runs_tlxdb_optimize_and_reports_start_final_and_candida
         assert case["final_us"] < case["start_us"]
         assert 0 < case["final_fraction_of_facts_copy"] < 1
     assert "| softmax | 2x4096 |" in done.stdout
-    assert (tmp_path / "softmax_log.txt").read_text().count("PROMOTED") >= 2
-    assert json.loads((tmp_path / "softmax_result.json").read_text())["run_id"] == softmax["run_id"]
+    assert (out / "softmax_log.txt").read_text().count("PROMOTED") >= 2
+    assert json.loads((out / "softmax_result.json").read_text())["run_id"] == softmax["run_id"]
 
 
 def test_the_ceiling_is_torch_matmul_for_the_matmul_and_a_copy_otherwise():

@@ -261,6 +261,27 @@ def test_the_next_candidates_child_loads_once_the_last_sample_is_taken_and_serve
             os.kill(pid, 0)
 
 
+def test_a_probe_runs_in_a_child_of_its_own_and_leaves_the_spare_one_to_the_next_candidate(
+    tmp_path,
+):
+    """Validation's probes (for_probes) run after the baseline's last sample, while the child
+    kept ready for the first candidate loads: they neither take it nor leave a spare of their own
+    that nobody would take."""
+    ev = Evaluator(make_bundle(tmp_path, cases=CASES[:1]))
+    ev.keep_ready = True
+    try:
+        run(ev, request(candidate_id=BASELINE_ID, verify_repeats=1, profile=False))
+        spare = ev._ready
+        assert spare is not None
+        probe = ev.for_probes()
+        assert not probe.static_checks and ev.static_checks
+        summary, _ = run(probe, request(candidate_id="negative-x", verify_repeats=1, profile=False))
+        assert summary.benchmarked and probe._ready is None
+        assert ev._ready is spare and spare.proc.poll() is None  # still loading or loaded
+    finally:
+        ev.close()
+
+
 def test_a_prestarted_child_that_died_is_replaced_by_a_fresh_one(tmp_path):
     ev = Evaluator(make_bundle(tmp_path, cases=CASES[:1]))
     ev.keep_ready = True

@@ -129,12 +129,20 @@ def test_llm_against_a_local_server_produces_a_promoted_candidate(
     assert "sk-local-e2e-000000" not in json.dumps(table.to_pylist())
 
 
-def test_command_agent_writing_a_faster_candidate_is_promoted(tmp_path):
-    script = tmp_path / "agent.py"
+@pytest.fixture(scope="module")
+def command_run(tmp_path_factory) -> tuple[Result, Path, str]:
+    """One run of the command agent that writes the faster kernel (its store: the folder's
+    store.duckdb): the command test asserts on it, the replay test re-measures it."""
+    tmp = tmp_path_factory.mktemp("command")
+    script = tmp / "agent.py"
     script.write_text(AGENT)
     cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+    result, out = optimize(tmp, "cmd", "--provider", "command", "--provider-command", cmd)
+    return result, out, cmd
 
-    result, out = optimize(tmp_path, "cmd", "--provider", "command", "--provider-command", cmd)
+
+def test_command_agent_writing_a_faster_candidate_is_promoted(command_run):
+    result, out, cmd = command_run
 
     assert result.exit_code == 0, result.output
     evs = events(out)
@@ -221,15 +229,12 @@ def test_a_failing_command_agent_is_recorded_and_the_run_ends_without_a_winner(t
     assert not [e for e in evs if isinstance(e, CandidateProposed) and e.candidate_id != "baseline"]
 
 
-def test_replay_remeasures_a_recorded_runs_candidates_in_a_new_run(tmp_path):
-    script = tmp_path / "agent.py"
-    script.write_text(AGENT)
-    cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
-    first, first_out = optimize(
-        tmp_path, "recorded", "--provider", "command", "--provider-command", cmd
-    )
+def test_replay_remeasures_a_recorded_runs_candidates_in_a_new_run(tmp_path, command_run):
+    first, first_out, _ = command_run  # the recorded run
     assert first.exit_code == 0, first.output
     recorded = fold(RunLog.open(first_out).envelopes())
+    shutil.copy(first_out.parent / "store.duckdb", tmp_path / "store.duckdb")
+    assert Store(tmp_path / "store.duckdb").run_ids() == [recorded.run_id]
 
     result, out = optimize(
         tmp_path,
