@@ -1,5 +1,5 @@
 -- The projections of the events in `unprojected` (project_tail.sql), one INSERT per table (and for
--- proj_run_candidates, whose rows are per run, a MERGE and an UPDATE), run in one transaction
+-- proj_run_candidates, whose rows are per run, UPDATEs and an INSERT), run in one transaction
 -- with the advance of projection_state.projected_pos. Each payload is parsed once
 -- (from_json into a struct), never once per field. A projection joins what earlier passes stored
 -- (a decision its candidate, an exclusion its run), so passes run in pos order. Each statement
@@ -39,12 +39,18 @@ FROM (
 ) c
 LEFT JOIN proj_runs r ON r.run_id = c.run_id;
 
--- each run's candidate count: this pass's proposals added to it (a run's first makes its row)
-MERGE INTO proj_run_candidates t
-USING (SELECT run_id, count(*) AS n FROM unprojected WHERE type = 'CandidateProposed' GROUP BY run_id) s
-ON t.run_id = s.run_id
-WHEN MATCHED THEN UPDATE SET candidates = t.candidates + s.n
-WHEN NOT MATCHED THEN INSERT (run_id, candidates) VALUES (s.run_id, s.n);
+-- each run's candidate count: this pass's proposals added to it, then a row for each run that had
+-- none (its first proposals). Not one MERGE: DuckLake writes a MERGE's new rows to a Parquet file
+-- of their own, where an INSERT's few rows stay inlined in its catalog.
+UPDATE proj_run_candidates SET candidates = candidates + s.n
+FROM (SELECT run_id, count(*) AS n FROM unprojected WHERE type = 'CandidateProposed' GROUP BY run_id) s
+WHERE s.run_id = proj_run_candidates.run_id;
+
+INSERT INTO proj_run_candidates (run_id, candidates)
+SELECT run_id, count(*)
+FROM unprojected WHERE type = 'CandidateProposed'
+    AND run_id NOT IN (SELECT run_id FROM proj_run_candidates)
+GROUP BY run_id;
 
 -- before the decisions: a decision in the same pass sees the failures that came before it
 INSERT INTO proj_failures
