@@ -10,12 +10,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -67,20 +69,57 @@ def statement(name: str) -> str:
 
 
 def views_for(sql: str) -> dict[str, str]:
-    """The views `sql` names (and those they name), in an order that defines each before use."""
+    """The views `sql` reads (and those they read), in an order that defines each before use."""
+    return _in_order(tables_read(sql))
+
+
+def _in_order(wanted: frozenset[str] | Sequence[str]) -> dict[str, str]:
     out: dict[str, str] = {}
 
-    def visit(text: str, stack: tuple[str, ...]) -> None:
-        code = re.sub(r"--[^\n]*", "", text)  # a view's comment names no view it reads
-        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code))
-        for name in names():
-            if name in words and name not in out and name not in stack:
-                body = view_sql(name)
-                visit(body, (*stack, name))
-                out[name] = body
+    def visit(name: str, stack: tuple[str, ...]) -> None:
+        if name in out or name in stack:
+            return
+        body = view_sql(name)
+        for inner in sorted(tables_read(body) & set(names())):
+            visit(inner, (*stack, name))
+        out[name] = body
 
-    visit(sql, ())
+    for name in sorted(set(wanted) & set(names())):
+        visit(name, ())
     return out
+
+
+_PARSER: list[duckdb.DuckDBPyConnection] = []  # one in-memory DuckDB, made on first use
+_PARSER_LOCK = threading.Lock()
+
+
+@cache
+def tables_read(sql: str) -> frozenset[str]:
+    """The names `sql` reads as tables (views, tables, CTEs), as DuckDB's parser finds them: a
+    column or an alias named like a view, a comment or a string is none. A text the parser does
+    not take as one SELECT (an EXPLAIN, a syntax error: the query reports its own error later)
+    falls back to every word outside comments."""
+    with _PARSER_LOCK:
+        if not _PARSER:
+            _PARSER.append(duckdb.connect())
+        row = _PARSER[0].execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+    tree = json.loads(row[0]) if row else {"error": True}
+    if tree.get("error"):
+        return frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", re.sub(r"--[^\n]*", "", sql)))
+    found: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str):
+                found.add(node["table_name"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(tree)
+    return frozenset(found)
 
 
 def query(
@@ -102,7 +141,7 @@ def view(store: Store, name: str) -> pa.Table:
 
 def all_views() -> dict[str, str]:
     """Every view, each after those it reads."""
-    return views_for(" ".join(names()))
+    return _in_order(names())
 
 
 def persist_views(store: Store) -> bool:

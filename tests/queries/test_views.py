@@ -196,6 +196,23 @@ def test_a_query_sees_only_the_views_it_names():
     assert queries.views_for("SELECT 1") == {}
 
 
+def test_a_column_alias_comment_or_string_named_like_a_view_defines_no_view():
+    # `runs` has a column `candidates`: reading it reads the runs view, not the candidates view
+    needed = queries.views_for(
+        "SELECT 'trends' AS t, candidates FROM runs -- the commits view is not read here"
+    )
+    assert list(needed) == ["run_identity", "runs"]
+    assert set(queries.views_for("SELECT * FROM kernel_history")) == {
+        "kernel_history",
+        "runs",
+        "run_identity",
+    }
+
+
+def test_a_text_the_parser_refuses_still_names_its_views_for_its_own_error():
+    assert "runs" in queries.views_for("EXPLAIN SELECT * FROM runs")
+
+
 def test_case_results_cv_is_zero_for_one_sample(store_path):
     from tlxstore.events import BenchmarkSampled
 
