@@ -13,7 +13,9 @@ exactly that point, however busy the machine is (no race against the run's own s
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -72,12 +74,25 @@ def start_held(
     return proc
 
 
+def wait_or_dump(proc: subprocess.Popen, timeout_s: float) -> None:
+    """Wait for the driver to end; one that does not in `timeout_s` prints every thread's stack
+    (into the test's captured stderr) before it is killed and the wait fails."""
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGUSR1)
+        time.sleep(2)
+        proc.kill()
+        raise
+
+
 def parallel_request(tmp: Path, devices: str | None = "all") -> lifecycle.RunRequest:
     """One round of ROUND8 on the sleep bundle (devices None: the same run, one at a time)."""
     return request(tmp, bundle=sleep_bundle(tmp / "bundle"), flags=FLAGS8, devices=devices)
 
 
 if __name__ == "__main__":
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a test that waits in vain: stacks
     args = [a for a in sys.argv[1:] if a != "--parallel"]
     tmp = Path(args[0])
     observer = hold_after(args[1], tmp) if len(args) > 1 else None

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.drive_run import SCRIPT, start_held
+from support.drive_run import SCRIPT, start_held, wait_or_dump
 from support.runner import request
 from support.scripted_provider import ScriptedProvider, set_block
 
@@ -51,7 +51,7 @@ def test_a_bundle_file_changed_during_the_run_stops_it_with_the_file_named(tmp_p
 def test_sigint_records_an_interrupted_run_exits_130_and_it_can_be_resumed(tmp_path):
     proc = start_held(tmp_path, "BuildFinished:c001")
     os.kill(proc.pid, signal.SIGINT)
-    proc.wait(timeout=120)
+    wait_or_dump(proc, 120)
     log = tmp_path / "out" / "events.jsonl"
     assert proc.returncode == EXIT_INTERRUPTED
     state = fold(read_envelopes(log))
