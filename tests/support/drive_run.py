@@ -95,8 +95,9 @@ if __name__ == "__main__":
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # a test that waits in vain: stacks
     # Ctrl-C as in a terminal: a SIGINT that the process running the tests ignores (something
     # in the test session set SIG_IGN; a child inherits that, and Python then installs no
-    # KeyboardInterrupt handler) would leave the driver asleep in its hold
+    # KeyboardInterrupt handler) or blocks would leave the driver asleep in its hold
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # nor one it blocks
     args = [a for a in sys.argv[1:] if a != "--parallel"]
     tmp = Path(args[0])
     observer = hold_after(args[1], tmp) if len(args) > 1 else None
