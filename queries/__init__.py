@@ -12,7 +12,7 @@ import json
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -93,7 +93,7 @@ _PARSER: list[duckdb.DuckDBPyConnection] = []  # one in-memory DuckDB, made on f
 _PARSER_LOCK = threading.Lock()
 
 
-@cache
+@lru_cache(maxsize=512)  # the views' bodies, and the queries a process makes
 def tables_read(sql: str) -> frozenset[str]:
     """The names `sql` reads as tables (views, tables, CTEs), as DuckDB's parser finds them: a
     column or an alias named like a view, a comment or a string is none. A text the parser does
