@@ -5,10 +5,7 @@
 #   bash benchmarks/device/h200.sh [softmax,rmsnorm,matmul]
 set -uo pipefail
 examples=${1:-softmax,rmsnorm,matmul}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+source benchmarks/device/env.sh
 python3 -m pytest -q -m gpu tests/examples tests/profilers 2>&1 | tail -20 | tee "$OUT/gpu_tests.txt"
 python3 benchmarks/hopper_tune.py --out /tmp/tune --examples "$examples" 2>&1 | tee "$OUT/tune.txt"
 cp /tmp/tune/tune_summary_*.json "$OUT/" 2>/dev/null

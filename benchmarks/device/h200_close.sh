@@ -7,13 +7,8 @@
 # Usage on the device machine, from the repository root: bash benchmarks/device/h200_close.sh ROUNDS
 set -uo pipefail
 rounds=${1:-12}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+source benchmarks/device/env.sh
 git log -1 --format='%H %s' >>"$OUT/gpu.txt" 2>/dev/null || true
-python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' \
-  >>"$OUT/gpu.txt"
 
 E=examples/softmax/hopper
 mkdir -p /tmp/devices
@@ -28,13 +23,5 @@ echo "exit=$? seconds=$(($(date +%s) - start))" >>/tmp/devices/optimize_stderr.t
 tail -3 /tmp/devices/optimize_stderr.txt
 tar czf "$OUT/devices.tgz" -C /tmp/devices --exclude store.duckdb .
 
-for style in gemm_bf16 gemm_fp16; do
-  start=$(date +%s)
-  timeout 220 python3 benchmarks/style_tune.py --out /tmp/$style --styles $style \
-    --max-rounds "$rounds" >/tmp/$style.out 2>/tmp/$style.err
-  echo "exit=$? seconds=$(($(date +%s) - start))" >>/tmp/$style.err
-  tail -3 /tmp/$style.err
-  cp /tmp/$style.out /tmp/$style.err /tmp/$style/ 2>/dev/null
-  tar czf "$OUT/$style.tgz" -C /tmp/$style --exclude store.duckdb --exclude bundles .
-done
+bash benchmarks/device/h200_style.sh gemm_bf16,gemm_fp16 220 --max-rounds "$rounds"
 ls -la "$OUT"

@@ -7,9 +7,7 @@
 set -uo pipefail
 what=${1:-overhead}
 examples=${2:-softmax,rmsnorm}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+source benchmarks/device/env.sh
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
   git log -1 --format='%H %s' 2>/dev/null
