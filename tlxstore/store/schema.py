@@ -99,7 +99,7 @@ def upgrade(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _target(statement: str) -> str | None:
-    """The table a statement of project.sql writes (INSERT, MERGE or UPDATE), if any."""
+    """The table a statement of project.sql writes (INSERT or UPDATE), if any."""
     code = re.sub(r"--[^\n]*", "", statement)  # a comment names no target
-    found = re.search(r"\b(?:INSERT INTO|MERGE INTO|UPDATE)\s+(\w+)", code)
+    found = re.search(r"\b(?:INSERT INTO|UPDATE)\s+(\w+)", code)
     return found.group(1) if found else None
