@@ -89,8 +89,13 @@ def _in_order(wanted: frozenset[str] | Sequence[str]) -> dict[str, str]:
     return out
 
 
-_PARSER: list[duckdb.DuckDBPyConnection] = []  # one in-memory DuckDB, made on first use
-_PARSER_LOCK = threading.Lock()
+_PARSER_LOCK = threading.Lock()  # one connection is used by one thread at a time
+
+
+@cache
+def _parser() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB for its parser, made on first use."""
+    return duckdb.connect()
 
 
 @lru_cache(maxsize=512)  # the views' bodies, and the queries a process makes
@@ -100,9 +105,7 @@ def tables_read(sql: str) -> frozenset[str]:
     not take as one SELECT (an EXPLAIN, a syntax error: the query reports its own error later)
     falls back to every word outside comments."""
     with _PARSER_LOCK:
-        if not _PARSER:
-            _PARSER.append(duckdb.connect())
-        row = _PARSER[0].execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+        row = _parser().execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
     tree = json.loads(row[0]) if row else {"error": True}
     if tree.get("error"):
         return frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", re.sub(r"--[^\n]*", "", sql)))
