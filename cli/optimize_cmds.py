@@ -76,6 +76,19 @@ def _budget_options(f: Any) -> Any:
         click.option("--min-speedup", type=float),
         click.option("--max-cv", type=float),
         click.option("--benchmark-repetitions", type=int),
+        click.option(
+            "--max-extra-blocks",
+            type=int,
+            help="Alternation blocks a candidate may get beyond its first ones while a case stays "
+            "noisier than --max-cv (default 6; 0: measure no more). docs/GUARDS.md, 'Noisy cases'.",
+        ),
+        click.option(
+            "--strict-noise/--no-strict-noise",
+            default=None,
+            help="The TLX agent's rule: a case noisier than --max-cv blocks promotion whatever its "
+            "interval. Default off: such a candidate is promoted when its whole interval lies "
+            "above --min-speedup, with a note naming the case.",
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)

@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from optimizer import pysource
 from optimizer.bundle.loading import FrozenBundle
 from optimizer.bundle.spec import CaseSpec
-from optimizer.decision import stats
+from optimizer.decision import kernel, stats
 from optimizer.evaluation import attribution
 from optimizer.evaluation.evaluator import Evaluator
 from optimizer.evaluation.requests import EvalRequest, EvalSummary
@@ -410,15 +410,19 @@ def _samples_check(
             "measurement; speedups will be whatever it reports",
         )
     noisy = [
-        f"case {case_id} has CV {stats.cv(s):.3f} > --max-cv {thresholds.max_cv}"
+        f"case {case_id} has CV {stats.cv(s):.3f} > --max-cv {thresholds.max_cv} over "
+        f"{len(s)} samples ({kernel.noise_cause(baseline, case_id)})"
         for case_id, s in by_case.items()
         if stats.cv(s) > thresholds.max_cv
     ]
     if noisy:
-        return _warned(
-            "baseline:samples",
-            "; ".join(noisy) + ": no candidate can be promoted on a case this noisy",
+        consequence = (
+            "no candidate can be promoted on a case this noisy (--strict-noise)"
+            if thresholds.strict_noise
+            else "a candidate is promoted only when its whole interval lies above "
+            "--min-speedup, with a note naming the case (--strict-noise refuses it)"
         )
+        return _warned("baseline:samples", "; ".join(noisy) + ": " + consequence)
     return _passed("baseline:samples", "positive and repeatable")
 
 
@@ -590,6 +594,8 @@ def validate(
             repetitions=thresholds.benchmark_repetitions,
             timeout_s=thresholds.max_candidate_seconds,
             artifacts_dir=artifacts_dir,
+            max_cv=thresholds.max_cv,
+            max_extra_blocks=thresholds.max_extra_blocks,
         ),
         emit,
     )

@@ -1,0 +1,70 @@
+"""Measurement windows: how a candidate and its references are benchmarked side by side.
+
+A window is one evaluation's benchmark: the candidate and its references (the baseline, and the
+incumbent when that is another candidate) are built in one harness child and benchmarked
+alternately, block by block. A block is one harness `benchmark()` call per member and case; the
+members' order turns by one place each block (A B, B A, A B ... for two; a Latin square for
+three), so a drift over the window weighs on every member alike. Every comparison a decision
+makes is between samples of one window: no candidate is compared with samples taken earlier, in
+another process.
+
+After its first blocks, a case whose samples (of any member, in this window) are noisier than
+max_cv gets more blocks, one at a time, up to `max_extra_blocks`: a noise burst is diluted and a
+noisy case is measured more before anything is decided. Every sample is recorded; none is
+dropped. These are pure functions; optimizer.evaluation.evaluator runs the calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
+
+from optimizer.decision import stats
+
+SAMPLES_PER_CALL = 2
+"""Repetitions asked of one harness call in a window (fewer only where fewer are asked in all).
+Many short calls rather than one long one: the interval of a window is a bootstrap over blocks,
+and the variation between harness calls (a fresh input, another allocation, the clock) shows only
+between calls. Simulated (benchmarks/noise_sim.py): with a 3% call-to-call effect, 10 samples in
+one call gave 99% intervals that missed 1.0 in 72% of A/A comparisons; in 5 calls of 2, 0.3-1%."""
+
+T = TypeVar("T")
+
+
+def block_sizes(repetitions: int) -> list[int]:
+    """The repetitions each first block asks of the harness: `repetitions` in all, in calls of
+    SAMPLES_PER_CALL (a last call of fewer where they do not divide); one sample per call when
+    fewer than 2 * SAMPLES_PER_CALL are asked."""
+    if repetitions < 1:
+        raise ValueError("repetitions must be at least 1")
+    per_call = SAMPLES_PER_CALL if repetitions >= 2 * SAMPLES_PER_CALL else 1
+    full, rest = divmod(repetitions, per_call)
+    return [per_call] * full + ([rest] if rest else [])
+
+
+def extra_block_size(repetitions: int) -> int:
+    """The repetitions each extra block (for a noisy case) asks of the harness."""
+    return block_sizes(repetitions)[0]
+
+
+def order(members: Sequence[T], block: int) -> list[T]:
+    """The members in the order block `block` measures them: turned by one place per block."""
+    k = block % len(members)
+    return list(members[k:]) + list(members[:k])
+
+
+def noisy_cases(
+    samples: Mapping[str, Mapping[str, Sequence[float]]], cases: Sequence[str], max_cv: float
+) -> list[str]:
+    """The cases (in `cases` order) whose samples, for some member (samples[member][case]), have
+    a CV above max_cv."""
+    return [
+        case
+        for case in cases
+        if any(len(s.get(case, ())) > 1 and stats.cv(s[case]) > max_cv for s in samples.values())
+    ]
+
+
+def revalidation_repetitions(repetitions: int, alternations: int) -> int:
+    """Samples per side and case a final revalidation asks for: `alternations` windows' worth."""
+    return max(alternations, repetitions * alternations)
