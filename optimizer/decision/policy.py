@@ -49,6 +49,7 @@ from tlxstore.events import (
     Outcome,
     Phase,
     Thresholds,
+    remeasure_window,
 )
 from tlxstore.fold import CandidateState, RunState, full_measurement
 
@@ -279,12 +280,10 @@ def paired(
 
 
 def _windows(cand: CandidateState, phase: Phase) -> list[str]:
-    """The windows the candidate was measured in, in order (its own, then a re-measurement)."""
-    seen: list[str] = []
-    for s in cand.samples:
-        if s.phase == phase and s.window_id is not None and s.window_id not in seen:
-            seen.append(s.window_id)
-    return seen
+    """The windows of the candidate's own evaluation, in order: its window, then its
+    re-measurement's (not the later windows it was a reference in)."""
+    own = (cand.candidate_id, remeasure_window(cand.candidate_id))
+    return [w for w in own if cand.window_samples(w, phase)]
 
 
 @dataclass(frozen=True)

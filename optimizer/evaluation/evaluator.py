@@ -60,6 +60,7 @@ from tlxstore.events import (
     ProfileCollected,
     ProfileMetric,
     ProfilingFinished,
+    remeasure_window,
 )
 from tlxstore.redaction import without_secrets
 
@@ -69,7 +70,6 @@ POLL_S = 1.0  # how often a wait on the child checks that it is still alive
 DIAGNOSTICS_TAIL_CHARS = 4000  # the tail of a traceback or child log kept as evidence
 EXTRA_VERIFICATIONS = 2  # verifications per case added when a tripwire fires
 PROFILE_SOURCES = ("proton", "ncu", "harness")
-REMEASURE_SUFFIX = ".remeasure"  # the window of a re-measurement after a tripwire fired
 PRESTART_DEADLINE_S = 24 * 3600.0  # a prestarted child waits for its candidate at most this long
 
 
@@ -492,26 +492,7 @@ class Evaluator:
             p.benchmarked = True
             p.stage = "verify"
             run.verify_cases("A", cases, 1, first_attempt=req.verify_repeats + 1)
-            fired = tripwire.check(
-                medians,
-                req.parent_medians_us,
-                run.declared,
-                self.peak_bandwidth_bytes_per_s,
-                self.peak_flops_per_s,
-            )
-            if fired:
-                for t in fired:
-                    emit(
-                        IntegrityFlagged(
-                            candidate_id=cid, guard=t.guard, detail=t.detail, blocking=False
-                        )
-                    )
-                run.verify_cases(
-                    "A", cases, EXTRA_VERIFICATIONS, first_attempt=req.verify_repeats + 2
-                )
-                p.stage = "benchmark"
-                again = [(r.in_window(f"{cid}{REMEASURE_SUFFIX}"), key) for r, key in members]
-                _measure_window(again, cases, req)
+            self._tripwires(members, cases, req, medians, p)
             if self.keep_ready:  # the last sample is taken: the next child may start loading
                 self.prestart()
             if after_benchmark is not None:
@@ -535,6 +516,37 @@ class Evaluator:
                 run.profile_cases("A", cases, loaded["profile_args"], req.artifacts_dir)
 
         return self._session(cid, req.timeout_s, emit, body)
+
+    def _tripwires(
+        self,
+        members: list[tuple[_Run, str]],
+        cases: list[CaseSpec],
+        req: EvalRequest,
+        medians: dict[str, float],
+        p: _Progress,
+    ) -> None:
+        """An implausible measurement (optimizer.evaluation.guards.tripwire) is flagged, verified
+        EXTRA_VERIFICATIONS more times and measured again in a second window."""
+        run = members[0][0]
+        fired = tripwire.check(
+            medians,
+            req.parent_medians_us,
+            run.declared,
+            self.peak_bandwidth_bytes_per_s,
+            self.peak_flops_per_s,
+        )
+        if not fired:
+            return
+        for t in fired:
+            run.emit(
+                IntegrityFlagged(
+                    candidate_id=run.cid, guard=t.guard, detail=t.detail, blocking=False
+                )
+            )
+        run.verify_cases("A", cases, EXTRA_VERIFICATIONS, first_attempt=req.verify_repeats + 2)
+        p.stage = "benchmark"
+        again = [(r.in_window(remeasure_window(run.cid)), key) for r, key in members]
+        _measure_window(again, cases, req)
 
     def _references(
         self, session: _Session, req: EvalRequest, emit: Emit

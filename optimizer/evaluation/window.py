@@ -22,7 +22,7 @@ from typing import TypeVar
 from optimizer.decision import stats
 
 SAMPLES_PER_CALL = 2
-"""Repetitions asked of one harness call in a window (fewer only where fewer are asked in all).
+"""Repetitions asked of one harness call in a window.
 Many short calls rather than one long one: the interval of a window is a bootstrap over blocks,
 and the variation between harness calls (a fresh input, another allocation, the clock) shows only
 between calls. Simulated (benchmarks/noise_sim.py): with a 3% call-to-call effect, 10 samples in
@@ -33,18 +33,20 @@ T = TypeVar("T")
 
 def block_sizes(repetitions: int) -> list[int]:
     """The repetitions each first block asks of the harness: `repetitions` in all, in calls of
-    SAMPLES_PER_CALL (a last call of fewer where they do not divide); one sample per call when
-    fewer than 2 * SAMPLES_PER_CALL are asked."""
+    SAMPLES_PER_CALL, an odd one joining the last call (a harness may need two samples a call);
+    one call when fewer than 2 * SAMPLES_PER_CALL are asked."""
     if repetitions < 1:
         raise ValueError("repetitions must be at least 1")
-    per_call = SAMPLES_PER_CALL if repetitions >= 2 * SAMPLES_PER_CALL else 1
-    full, rest = divmod(repetitions, per_call)
-    return [per_call] * full + ([rest] if rest else [])
+    if repetitions < 2 * SAMPLES_PER_CALL:
+        return [repetitions]
+    sizes = [SAMPLES_PER_CALL] * (repetitions // SAMPLES_PER_CALL)
+    sizes[-1] += repetitions % SAMPLES_PER_CALL
+    return sizes
 
 
 def extra_block_size(repetitions: int) -> int:
     """The repetitions each extra block (for a noisy case) asks of the harness."""
-    return block_sizes(repetitions)[0]
+    return min(SAMPLES_PER_CALL, repetitions)
 
 
 def order(members: Sequence[T], block: int) -> list[T]:

@@ -51,6 +51,7 @@ from optimizer.run.devices import DevicePool
 from optimizer.run.folder import OutputFolder
 from optimizer.run.storelink import StoreLink
 from queries import lookups
+from queries.models import MeasuredMatch
 from tlxstore.events import (
     BASELINE_ID,
     CandidateProposed,
@@ -280,20 +281,6 @@ def signature(p: CandidateProposed) -> str:
 
 
 # ---- acting ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Match:
-    """An earlier measurement of the same source under the same measurement key."""
-
-    run_id: str
-    candidate_id: str
-    match: Literal["raw", "normalized"]
-    outcome: str | None
-    speedup: float | None
-    ci_low: float | None
-    ci_high: float | None
-    pending: bool = False  # proposed earlier in this round, not measured yet (parallel runs)
 
 
 @dataclass(frozen=True)
@@ -598,7 +585,7 @@ class RunLoop:
             ),
         ]
 
-    def _find_in_run(self, raw: str, norm: str) -> Match | None:
+    def _find_in_run(self, raw: str, norm: str) -> MeasuredMatch | None:
         """A measured candidate of this run (the baseline included) with this source, or one
         proposed earlier in the round a parallel run is filling."""
         assert self.state.run_id is not None
@@ -613,26 +600,25 @@ class RunLoop:
             elif p.normalized_hash == norm:
                 kind = "normalized"
             if kind is not None:
-                return Match(
-                    self.state.run_id,
-                    c.candidate_id,
-                    kind,
-                    d.outcome.value if d else None,
-                    d.speedup if d else None,
-                    d.ci_low if d else None,
-                    d.ci_high if d else None,
-                    pending,
+                return MeasuredMatch(
+                    run_id=self.state.run_id,
+                    candidate_id=c.candidate_id,
+                    source_hash=p.source_hash,
+                    match=kind,
+                    outcome=d.outcome.value if d else None,
+                    speedup=d.speedup if d else None,
+                    ci_low=d.ci_low if d else None,
+                    ci_high=d.ci_high if d else None,
+                    reason=d.reason if d else "",
+                    pending=pending,
                 )
         return None
 
-    def _find_in_store(self, raw: str, norm: str) -> Match | None:
-        """A candidate measured under this measurement key in any run of the store (the store
-        decides "measured": a decision no infrastructure failure of its candidate came before)."""
+    def _find_in_store(self, raw: str, norm: str) -> MeasuredMatch | None:
+        """A candidate measured under this measurement key in any run of the store (as its
+        decision recorded it: DecisionMade.measured, projected as proj_decisions.measured)."""
         assert self.state.started is not None
-        m = lookups.find_measured(self.s.store, self.state.started.measurement_key, raw, norm)
-        if m is None:
-            return None
-        return Match(m.run_id, m.candidate_id, m.match, m.outcome, m.speedup, None, None)
+        return lookups.find_measured(self.s.store, self.state.started.measurement_key, raw, norm)
 
     def _request(self, cid: str) -> EvalRequest:
         """The evaluation of `cid` in its window, beside the baseline and the incumbent."""

@@ -4,6 +4,7 @@ real DuckDB files in tmp_path, with the vecadd bundle on the Triton interpreter.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,13 @@ def test_optimize_prints_the_result_and_show_report_replay_read_it_back(tmp_path
     assert "c001 (round 1, parent baseline) hypothesis: fewer, wider programs" in err
     assert "change: BLOCK_SIZE=256 | expected: lower median | risk: low" in err
     assert "c001 verify n2048 (attempt 1): correct" in err
-    assert "c001 bench n2048: median" in err and "p95" in err and "CV" in err
+    assert re.search(
+        r"\n  n2048: [\d.]+ us vs [\d.]+ us baseline \([\d.]+x\), CV [\d.]+ / [\d.]+, 8 / 8 samples",
+        err,
+    )
+    assert re.search(
+        r"baseline n2048: median [\d.]+ us, p95 [\d.]+ us, CV [\d.]+ \(8 samples\)", err
+    )
     assert "c001 PROMOTED: speedup" in err and "c001 survived final revalidation" in err
     assert (
         "c001 profile n2048: time in add_kernel; harness.kernel_time_us=" in err
