@@ -11,6 +11,8 @@ A reference is
   repository's own folders (`optimizer/run/loop.py`, `tests/tlxstore/`), also as `module.name`
   (`cli/options.open_store`): it must exist;
 - never a path into the guidance folder outside the repository (`../shared`).
+
+And docs/INTERFACES.md names every view of queries/views and every `tlxdb` command.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+
+import queries
+from cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -135,3 +140,9 @@ def test_a_missing_file_or_a_path_outside_is_reported(tmp_path: Path) -> None:
         "pkg/mod.py:4: benchmarks/results/run.json does not exist",
         "pkg/mod.py:5: tests/pkg/test_mod.py does not exist",
     ]
+
+
+def test_the_interfaces_page_names_every_view_and_every_command() -> None:
+    words = set(re.findall(r"[\w-]+", (REPO / "docs" / "INTERFACES.md").read_text()))
+    missing = [n for n in (*queries.names(), *main.commands) if n not in words]
+    assert not missing, f"docs/INTERFACES.md names no {missing}"
