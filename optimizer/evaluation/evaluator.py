@@ -996,9 +996,10 @@ def _measure_window(
     warm_up: bool = False,
 ) -> dict[str, float]:
     """Benchmark `members` (each a candidate's commands and its artifact key; the evaluated one
-    first) alternately, block by block, then give a case noisier than req.max_cv more blocks, up
-    to req.max_extra_blocks (optimizer.evaluation.window). Returns the first member's median per
-    case. `warm_up`: the window's first call is preceded by one warm-up call (benchmark_case)."""
+    first) alternately, block by block, in whole turns, then give a case noisier than req.max_cv
+    more turns, up to req.max_extra_blocks blocks (optimizer.evaluation.window). Returns the
+    first member's median per case. `warm_up`: the window's first call is preceded by one
+    warm-up call (benchmark_case)."""
     samples: dict[str, dict[str, list[float]]] = {run.cid: {} for run, _ in members}
     warm = warm_up and bool(cases)
 
@@ -1012,19 +1013,22 @@ def _measure_window(
                 warm = False
                 samples[run.cid].setdefault(case.case_id, []).extend(got)
 
-    sizes = window.block_sizes(req.repetitions)
-    for index, repetitions in enumerate(sizes):
-        block(index, repetitions, cases, False)
+    size = window.per_call(req.repetitions)
+    first = window.first_blocks(req.repetitions, len(members))
+    for index in range(first):
+        block(index, size, cases, False)
     if req.max_cv is not None:
         by_id = {c.case_id: c for c in cases}
-        for extra in range(req.max_extra_blocks):
+        index = first
+        for _ in range(window.extra_turns(req.max_extra_blocks, len(members))):
             noisy = window.noisy_cases(samples, list(by_id), req.max_cv)
             if not noisy:
                 break
-            size = window.extra_block_size(req.repetitions)
-            block(len(sizes) + extra, size, [by_id[c] for c in noisy], True)
-    first = members[0][0].cid
-    return {case: stats.median(s) for case, s in samples[first].items()}
+            for _ in members:  # a whole turn: each member first once
+                block(index, size, [by_id[c] for c in noisy], True)
+                index += 1
+    own = members[0][0].cid
+    return {case: stats.median(s) for case, s in samples[own].items()}
 
 
 def case_folder(case_id: str) -> str:

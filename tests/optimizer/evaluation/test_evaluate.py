@@ -169,12 +169,9 @@ def test_a_correct_triton_kernel_is_built_verified_three_times_per_case_and_benc
         assert len({v.metrics["first_input"] for v in attempts}) == 3
         assert attempts[0].metrics["max_abs_error"] is not None
     samples = of(events, BenchmarkSampled)
-    # 5 repetitions: one window of two blocks (2 + 3 samples), every case in each block
+    # 5 repetitions, the candidate alone: three blocks of 2, every case in each block
     assert [(s.block, s.case_id, len(s.samples_us)) for s in samples] == [
-        (0, "small", 2),
-        (0, "large", 2),
-        (1, "small", 3),
-        (1, "large", 3),
+        (b, c, 2) for b in range(3) for c in ("small", "large")
     ]
     assert all(min(s.samples_us) > 0 for s in samples)
     assert samples[0].warmup_count == 1 and samples[0].bytes_moved == 12000
@@ -482,7 +479,7 @@ def test_a_benchmark_that_refuses_one_repetition_is_measured_without_its_warm_up
     summary, events = run(ev, request(verify_repeats=1, profile=False))
     assert summary.benchmarked and summary.verified, summary
     sampled = of(events, BenchmarkSampled)
-    assert [len(x.samples_us) for x in sampled] == [2, 3]
+    assert [len(x.samples_us) for x in sampled] == [2, 2, 2]
     assert all(x.warmup_samples_us == [] for x in sampled)
     assert not of(events, InfrastructureFailed)
 
@@ -494,7 +491,7 @@ def test_a_plain_list_of_samples_is_accepted(tmp_path):
     ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
     summary, events = run(ev, request(verify_repeats=1, profile=False))
     sampled = of(events, BenchmarkSampled)
-    assert [x for s in sampled for x in s.samples_us] == [3.0] * 5
+    assert [x for s in sampled for x in s.samples_us] == [3.0] * 6
     assert all(s.warmup_count is None for s in sampled)
 
 
@@ -583,10 +580,7 @@ def test_a_speedup_above_10x_over_the_parent_triggers_extra_verification_and_a_r
     assert [v.attempt for v in of(events, CaseVerified)] == [1, 2, 3, 4, 5]
     sampled = of(events, BenchmarkSampled)  # the window, then a second one: its re-measurement
     assert [(s.window_id, s.block) for s in sampled] == [
-        ("c001", 0),
-        ("c001", 1),
-        ("c001.remeasure", 0),
-        ("c001.remeasure", 1),
+        (w, b) for w in ("c001", "c001.remeasure") for b in range(3)
     ]
     assert summary.verified
 
@@ -710,7 +704,7 @@ def test_a_reference_that_does_not_build_beside_the_candidate_fails_it_as_a_harn
 
 def test_a_noisy_case_gets_extra_blocks_up_to_the_limit_and_a_quiet_one_none(tmp_path):
     """Every third call of the small case is ten times slower: its CV stays above max_cv, so it
-    gets all 3 extra blocks allowed; the large case is quiet and gets none."""
+    gets every extra turn allowed (3 blocks: one whole turn of two); the large case gets none."""
     harness = HARNESS + textwrap.dedent(
         """
         _plain = benchmark
@@ -733,6 +727,6 @@ def test_a_noisy_case_gets_extra_blocks_up_to_the_limit_and_a_quiet_one_none(tmp
     assert summary.benchmarked, summary
     sampled = of(events, BenchmarkSampled)
     extra = [(s.block, s.case_id) for s in sampled if s.extra]
-    assert sorted(set(extra)) == [(2, "small"), (3, "small"), (4, "small")]
-    assert len(extra) == 6  # both members, each extra block
+    assert sorted(set(extra)) == [(2, "small"), (3, "small")]
+    assert len(extra) == 4  # both members, each extra block
     assert max(s.block for s in sampled if s.case_id == "large") == 1
