@@ -123,13 +123,13 @@ def kernel_source(name: str) -> str:
 
 
 def bundle_for(
-    style: str, out: Path, max_rounds: int | None = None, target: str = "hopper"
+    style: str, out: Path, overrides: dict[str, Any] | None = None, target: str = "hopper"
 ) -> tuple[Path, Path, list[dict]]:
-    """(kernel file, bundle folder, cases) of one style under OUT/bundles/<style>/; `max_rounds`
-    replaces the style's candidate budget. On the host target the bundle keeps its own cases."""
+    """(kernel file, bundle folder, cases) of one style under OUT/bundles/<style>/; `overrides`
+    (max_rounds, max_total_seconds) replace the style's budget in the bundle's budget.json, which
+    tlxdb's flags cannot override. On the host target the bundle keeps its own cases."""
     name, example, start, cases, budget = STYLES[style]
-    if max_rounds is not None:
-        budget = {**budget, "max_rounds": max_rounds}
+    budget = {**budget, **(overrides or {})}
     folder = out / "bundles" / style
     bundle = folder / target
     shutil.copytree(REPO / "examples" / example / target, bundle, dirs_exist_ok=True)
@@ -151,12 +151,12 @@ def tune_style(
     out: Path,
     store: Path,
     rounds: int,
-    max_rounds: int | None = None,
+    overrides: dict[str, Any] | None = None,
     target: str = "hopper",
 ) -> dict[str, Any]:
     example = STYLES[style][1]
     on_gpu = target == "hopper"
-    kernel, bundle, cases = bundle_for(style, out, max_rounds, target)
+    kernel, bundle, cases = bundle_for(style, out, overrides, target)
     run = run_optimize(style, kernel, bundle, out, store, [])
     alternated = None
     best = (run["result"] or {}).get("winner_id")
@@ -188,6 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path, help="folder for results and the store")
     ap.add_argument("--styles", default=",".join(STYLES))
     ap.add_argument("--rounds", type=int, default=5, help="alternations after each run")
+    ap.add_argument(
+        "--max-total-seconds",
+        type=float,
+        help="each style's tlxdb time budget (its search then ends; the winner's revalidation and "
+        "the alternated timing still follow)",
+    )
     ap.add_argument("--target", default="hopper", choices=["hopper", "host"])
     ap.add_argument(
         "--max-rounds",
@@ -209,9 +215,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
     store = args.out / "store.duckdb"
+    overrides = {
+        k: v
+        for k, v in (("max_rounds", args.max_rounds), ("max_total_seconds", args.max_total_seconds))
+        if v is not None
+    }
     summaries = []
     for style in styles:
-        summary = tune_style(style, args.out, store, args.rounds, args.max_rounds, args.target)
+        summary = tune_style(style, args.out, store, args.rounds, overrides, args.target)
         summaries.append(summary)
         report = {"environment": environment(), "target": args.target, "styles": summaries}
         (args.out / "style_summary.json").write_text(json.dumps(report, indent=1))

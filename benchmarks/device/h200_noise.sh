@@ -11,21 +11,26 @@
 #      results/h200_style_tune_2026-12-03c, 128x256x32, 8 warps, 5 stages, GROUP_M 8) on
 #      examples/matmul/hopper with one 4096^3 fp16 case                             -> aa_gemm.tgz
 # plus gpu.txt (env.sh) and noise_log.txt (each step's exit status, seconds and last lines).
-# aa_check gets the step's seconds less AA_MARGIN_S as tlxdb's --max-total-seconds, so it stops
-# proposing in time and summarizes what it decided; a SIGTERM from `timeout` does the same.
+# Each run gets the step's seconds less a margin as tlxdb's time budget (the tune run's
+# max_total_seconds less STYLE_MARGIN_S=75 for its revalidation and the alternated timing;
+# aa_check's --max-total-seconds less AA_MARGIN_S=45), so it stops proposing in time and ends
+# properly; a SIGTERM from `timeout` ends an aa_check run as Ctrl-C does (its summary is written).
 #
 # Usage on the device machine, from the repository root (a step given 0 seconds is skipped):
 #   bash benchmarks/device/h200_noise.sh [STYLE_S [AA_ELEMENTWISE_S [AA_GEMM_S [DECISIONS]]]]
-# defaults 200 160 150 20: about 530 s with the wheel install. NOISE_TARGET=host runs the same
+# defaults 240 150 130 20: about 540 s with the wheel install. By estimate (10-16 s an A/A
+# decision) the A/A steps then decide about 6-8 candidates each; `... 0 300 240 20` in a second
+# call gives each about 20. NOISE_TARGET=host runs the same
 # steps on the CPU interpreter with the host bundles (no env.sh; PYTHON names the interpreter):
 #   NOISE_TARGET=host OUT=/tmp/out PYTHON=.venv/bin/python bash benchmarks/device/h200_noise.sh 300 400 400 2
 set -uo pipefail
-style_s=${1:-200}
-aa_elementwise_s=${2:-160}
-aa_gemm_s=${3:-150}
+style_s=${1:-240}
+aa_elementwise_s=${2:-150}
+aa_gemm_s=${3:-130}
 decisions=${4:-20}
 target=${NOISE_TARGET:-hopper}
 margin=${AA_MARGIN_S:-45}
+style_margin=${STYLE_MARGIN_S:-75}
 py=${PYTHON:-python3}
 : "${OUT:?OUT must name the folder whose files come back}"
 work=/tmp/noise
@@ -75,8 +80,10 @@ aa() {
   [ -d "$work/$name" ] && tar czf "$OUT/$name.tgz" -C "$work" "$name" "$name.out" "$name.err"
 }
 
+style_budget=$((style_s - style_margin))
+[ "$style_budget" -ge 30 ] || style_budget=30
 step style "$style_s" "$py" benchmarks/style_tune.py --out "$work/style" --styles elementwise_noisy \
-  ${style_args[@]+"${style_args[@]}"}
+  --max-total-seconds "$style_budget" ${style_args[@]+"${style_args[@]}"}
 [ -d "$work/style" ] && cp "$work/style.out" "$work/style.err" "$work/style/" &&
   tar czf "$OUT/style.tgz" -C "$work/style" --exclude "store.duckdb*" --exclude bundles --exclude .lease .
 
