@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from optimizer.bundle.spec import CaseSpec
-from optimizer.decision import stats
+from optimizer.decision import machine, stats
 from optimizer.evaluation import attribution, window
 from optimizer.evaluation.guards import files as file_guard
 from optimizer.evaluation.guards import static as static_guard
@@ -56,6 +56,7 @@ from tlxstore.events import (
     IntegrityFlagged,
     KernelLaunch,
     LaunchesObserved,
+    MachineSampled,
     Phase,
     ProfileCollected,
     ProfileMetric,
@@ -580,17 +581,20 @@ class Evaluator:
         *,
         max_cv: float | None = None,
         max_extra_blocks: int = 0,
+        window_id: str | None = None,
     ) -> EvalSummary:
         """Build finalist (A) and baseline (B) in one child, verify both, then benchmark them in
         one window (optimizer.evaluation.window) of `alternations` times `repetitions` samples
-        per side and case, all with phase=REVALIDATION and the finalist's window id; verify A
-        once more after."""
+        per side and case, all with phase=REVALIDATION and window id `window_id` (default the
+        finalist's; each replicate of a final revalidation has its own, in a child of its
+        own); verify A once more after."""
         if alternations < 3:
             raise ValueError("final revalidation needs at least 3 alternations")
+        wid = window_id or finalist_id
 
         def body(session: _Session, loaded: dict[str, Any], p: _Progress) -> None:
-            a = _Run(self, session, finalist_id, Phase.REVALIDATION, emit, finalist_id)
-            b = _Run(self, session, baseline_id, Phase.REVALIDATION, emit, finalist_id)
+            a = _Run(self, session, finalist_id, Phase.REVALIDATION, emit, wid)
+            b = _Run(self, session, baseline_id, Phase.REVALIDATION, emit, wid)
             if not a.build("A", finalist_source):
                 raise _Stop("the finalist failed to build")
             if not b.build("B", baseline_source):
@@ -817,8 +821,10 @@ class _Run:
         block: int,
         warm_up: bool = False,
         extra: bool = False,
-    ) -> list[float]:
-        """One harness call benchmarking one case; its samples. `warm_up`: first one call
+    ) -> tuple[list[float], bool]:
+        """One harness call benchmarking one case; its samples, and whether the call is marked
+        (it ran while the GPU throttled or was shared: optimizer.decision.machine; the child
+        samples NVML while the call runs, where it can). `warm_up`: first one call
         `benchmark(artifact, case, 1)` after the GPU idled through build and verification, its
         samples kept as `warmup_samples_us` and out of every statistic. Measured on the H200: a
         4096^3 fp16 GEMM's first do_bench after that idle ran 8-15% faster than every later one
@@ -826,7 +832,13 @@ class _Run:
         confidence interval."""
         warm: list[float] = self._warm_up(key, case) if warm_up else []
         reply = self._call(
-            {"op": "benchmark", "key": key, "case": _case_dict(case), "repetitions": repetitions}
+            {
+                "op": "benchmark",
+                "key": key,
+                "case": _case_dict(case),
+                "repetitions": repetitions,
+                "machine": True,
+            }
         )
         if not reply.get("ok"):
             detail = str(reply.get("error"))
@@ -862,7 +874,18 @@ class _Run:
                 warmup_samples_us=warm,
             )
         )
-        return samples
+        if not reply.get("machine"):
+            return samples, False
+        state = MachineSampled(
+            candidate_id=self.cid,
+            case_id=case.case_id,
+            phase=self.phase,
+            window_id=self.window_id,
+            block=block,
+            **reply["machine"],
+        )
+        self.emit(state)
+        return samples, bool(machine.marks(state))
 
     def _warm_up(self, key: str, case: CaseSpec) -> list[float]:
         """One `benchmark(artifact, case, 1)`; its samples, or [] where it fails (the
@@ -984,35 +1007,57 @@ def _measure_window(
     warm_up: bool = False,
 ) -> dict[str, float]:
     """Benchmark `members` (each a candidate's commands and its artifact key; the evaluated one
-    first) alternately, block by block, then give a case noisier than req.max_cv more blocks, up
-    to req.max_extra_blocks (optimizer.evaluation.window). Returns the first member's median per
-    case. `warm_up`: the window's first call is preceded by one warm-up call (benchmark_case)."""
+    first) alternately, block by block (optimizer.evaluation.window). Then more blocks, one at a
+    time, for the cases that need them: a case with a marked call (it ran while the GPU
+    throttled or was shared) gets one block per marked block, up to
+    window.MAX_REMEASURED_BLOCKS; a case noisier than req.max_cv, judged on the calls that are
+    not marked, gets one up to req.max_extra_blocks. Returns the first member's median per case,
+    marked calls left out (a case with none left is missing). `warm_up`: the window's first
+    call is preceded by one warm-up call (benchmark_case)."""
     samples: dict[str, dict[str, list[float]]] = {run.cid: {} for run, _ in members}
+    marked: dict[str, set[int]] = {}  # case -> its blocks with a marked call, not yet redone
     warm = warm_up and bool(cases)
 
     def block(index: int, repetitions: int, block_cases: list[CaseSpec], extra: bool) -> None:
         nonlocal warm
         for case in block_cases:
             for run, key in window.order(members, index):
-                got = run.benchmark_case(
+                got, was_marked = run.benchmark_case(
                     key, case, repetitions, block=index, warm_up=warm, extra=extra
                 )
                 warm = False
-                samples[run.cid].setdefault(case.case_id, []).extend(got)
+                if was_marked:
+                    marked.setdefault(case.case_id, set()).add(index)
+                else:
+                    samples[run.cid].setdefault(case.case_id, []).extend(got)
 
     sizes = window.block_sizes(req.repetitions)
     for index, repetitions in enumerate(sizes):
         block(index, repetitions, cases, False)
-    if req.max_cv is not None:
-        by_id = {c.case_id: c for c in cases}
-        for extra in range(req.max_extra_blocks):
-            noisy = window.noisy_cases(samples, list(by_id), req.max_cv)
-            if not noisy:
-                break
-            size = window.extra_block_size(req.repetitions)
-            block(len(sizes) + extra, size, [by_id[c] for c in noisy], True)
+    by_id = {c.case_id: c for c in cases}
+    remeasure_left = window.MAX_REMEASURED_BLOCKS
+    noisy_left = req.max_extra_blocks if req.max_cv is not None else 0
+    index = len(sizes)
+    while True:
+        again = [c for c in by_id if marked.get(c)] if remeasure_left else []
+        noisy = (
+            window.noisy_cases(samples, list(by_id), req.max_cv)
+            if noisy_left and req.max_cv is not None
+            else []
+        )
+        todo = [c for c in by_id if c in again or c in noisy]
+        if not todo:
+            break
+        for c in again:
+            marked[c].pop()  # one marked block is redone by this one
+        block(index, window.extra_block_size(req.repetitions), [by_id[c] for c in todo], True)
+        index += 1
+        if again:
+            remeasure_left -= 1
+        else:
+            noisy_left -= 1
     first = members[0][0].cid
-    return {case: stats.median(s) for case, s in samples[first].items()}
+    return {case: stats.median(s) for case, s in samples[first].items() if s}
 
 
 def case_folder(case_id: str) -> str:
