@@ -2,7 +2,7 @@
 
 Each trial builds the events one evaluation would record: a candidate and the baseline measured
 in one window (optimizer.evaluation.window: blocks of SAMPLES_PER_CALL samples per side and case,
-the order turning each block, extra blocks while a case is noisier than max_cv), then asks the
+in whole turns of the order, extra turns while a case is noisier than max_cv), then asks the
 real `optimizer.decision.policy.decide`. It counts, per noise model:
 - A/A: the candidate is the baseline. How often is it promoted (a false promotion), and how often
   does the 99% interval exclude 1.0 (nominally 1%)?
@@ -54,7 +54,7 @@ from tlxstore.events import (  # noqa: E402
 )
 from tlxstore.fold import fold  # noqa: E402
 
-REPETITIONS = DEFAULT_THRESHOLDS.benchmark_repetitions  # 10: 5 blocks of 2
+REPETITIONS = DEFAULT_THRESHOLDS.benchmark_repetitions  # 10: 6 blocks of 2 beside the baseline
 CASES = {"large": 100.0, "small": 10.0}  # true median times (us)
 WEIGHTS = {c: 1.0 for c in CASES}
 SPEEDUPS = [1.0, 1.02, 1.05, 1.1, 1.25, 1.5, 2.0, 3.0]
@@ -132,15 +132,18 @@ def _window(model: dict, rng: np.random.Generator, speedup: float) -> list[Event
                     )
                 )
 
-    sizes = window.block_sizes(REPETITIONS)
-    for i, n in enumerate(sizes):
-        block(i, n, list(CASES))
+    size, first = window.per_call(REPETITIONS), window.first_blocks(REPETITIONS, len(members))
+    for i in range(first):
+        block(i, size, list(CASES))
     t = DEFAULT_THRESHOLDS
-    for extra in range(t.max_extra_blocks):
+    index = first
+    for _ in range(window.extra_turns(t.max_extra_blocks, len(members))):
         noisy = window.noisy_cases(seen, list(CASES), t.max_cv)
         if not noisy:
             break
-        block(len(sizes) + extra, window.extra_block_size(REPETITIONS), noisy)
+        for _ in members:
+            block(index, size, noisy)
+            index += 1
     return events
 
 
@@ -195,12 +198,13 @@ def _figure(results: dict, path: Path) -> None:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     for name, r in results["models"].items():
-        xs = [float(s) for s in r["power"]]
+        xs = [float(s) - 1.0 for s in r["power"]]  # the gain, on a log axis: 2% to 200%
         left.plot(xs, [r["power"][s]["promoted"] for s in r["power"]], marker="o", label=name)
     left.set_xscale("log")
-    left.set_xticks(SPEEDUPS[1:])
+    left.set_xticks([s - 1.0 for s in SPEEDUPS[1:]])
     left.set_xticklabels([f"{s:g}x" for s in SPEEDUPS[1:]])
-    left.set_xlabel("true speedup")
+    left.minorticks_off()
+    left.set_xlabel("true speedup (log scale of the gain)")
     left.set_ylabel("promoted")
     left.set_title(f"power ({results['power_trials']} trials per point)")
     left.legend(fontsize=8)
@@ -225,7 +229,11 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=1000, help="A/A decisions per model")
     ap.add_argument("--power-trials", type=int, default=300, help="decisions per power point")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/noise_sim"))
+    ap.add_argument("--replot", action="store_true", help="redraw the figure from DIR's JSON")
     args = ap.parse_args()
+    if args.replot:
+        _figure(json.loads((args.out / "noise_sim.json").read_text()), args.out / "noise_sim.png")
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     results: dict = {
@@ -234,7 +242,8 @@ def main() -> int:
         "python": platform.python_version(),
         "numpy": np.__version__,
         "repetitions": REPETITIONS,
-        "block_sizes": window.block_sizes(REPETITIONS),
+        "blocks": window.first_blocks(REPETITIONS, 2),
+        "samples_per_call": window.per_call(REPETITIONS),
         "thresholds": DEFAULT_THRESHOLDS.model_dump(),
         "confidence": stats.DEFAULT_CONFIDENCE,
         "aa_trials": args.trials,

@@ -377,7 +377,7 @@ class BenchmarkSampled(Event):
     case_id: str
     phase: Phase = Phase.ROUND
     block: int = 0  # the alternation block within its window
-    window_id: str | None = None
+    window_id: str | None = None  # the candidate's id, or remeasure_window(it), ...
     # a block added beyond the first ones: a case of the window was noisier than max_cv, or a
     # call of it ran while the GPU throttled or was shared (MachineSampled), measured again
     extra: bool = False
@@ -389,6 +389,11 @@ class BenchmarkSampled(Event):
     # tlxdb's own warm-up call before the first case's samples (benchmark(artifact, case, 1)
     # after the GPU idled through build and verification): kept, never in a statistic
     warmup_samples_us: list[float] = []
+
+
+def remeasure_window(candidate_id: str) -> str:
+    """The window of a candidate's second measurement (after a tripwire fired)."""
+    return f"{candidate_id}.remeasure"
 
 
 class Neighbour(Frozen):

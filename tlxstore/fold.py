@@ -79,8 +79,11 @@ class CandidateState:
     def measured(self) -> bool:
         """Whether its source counts as measured under the run's measurement key: as its
         decision records it (DecisionMade.measured), or, for a decision recorded before that
-        field, by full_measurement."""
+        field, by full_measurement. The baseline has no decision: it is measured once validation
+        benchmarked it."""
         d = self.decision
+        if self.candidate_id == BASELINE_ID:
+            return bool(self.samples) and full_measurement(self)
         if d is None:
             return False
         return d.measured if d.measured is not None else full_measurement(self)

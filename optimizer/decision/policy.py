@@ -16,7 +16,8 @@ own samples rescaled between devices in a parallel run.
 4. a case noisier than `max_cv` (the candidate's CV in its window) does not block promotion, but
    then the whole interval must lie above `min_speedup`; the decision carries a note naming the
    case and its CV. Under `strict_noise` (the TLX agent's rule) such a case blocks promotion;
-5. no protected case's p95 is more than MAX_P95_REGRESSION above the baseline's p95;
+5. no protected case's p95 is more than MAX_P95_REGRESSION above the baseline's p95 (a case
+   noisier than `max_cv` excepted, unless under `strict_noise`: its tail is its noise);
 6. it beats the incumbent (the last promoted candidate): measured beside it in its window, the
    speedup over the incumbent is above 1.0 with the interval's lower bound above 1.0 too; an
    incumbent promoted while the candidate was being measured (a parallel round) was not in its
@@ -56,6 +57,7 @@ from tlxstore.events import (
     Outcome,
     Phase,
     Thresholds,
+    remeasure_window,
 )
 from tlxstore.fold import CandidateState, RunState, full_measurement
 
@@ -150,7 +152,7 @@ def measurement_problems(
             problems.append(text)
         else:
             n = f" over {case.candidate_samples} samples" if case.candidate_samples else ""
-            notes.append(f"{text}{n}: decided on the interval")
+            notes.append(f"{text}{n}: decided on the interval, its p95 not compared")
     if c.speedup < thresholds.min_speedup:
         problems.append(f"speedup {_fmt(c)} below min {thresholds.min_speedup:g}")
     if c.ci_low <= 1.0:
@@ -163,6 +165,8 @@ def measurement_problems(
     for case in c.cases:
         if case.case_id not in protected or not case.baseline_p95_us or not case.candidate_p95_us:
             continue
+        if case in noisy and not thresholds.strict_noise:
+            continue  # the tail of a noisy case is its noise: decided on the interval
         regression = case.candidate_p95_us / case.baseline_p95_us - 1.0
         if regression > MAX_P95_REGRESSION:
             problems.append(
@@ -290,12 +294,10 @@ def paired(
 
 
 def _windows(cand: CandidateState, phase: Phase) -> list[str]:
-    """The windows the candidate was measured in, in order (its own, then a re-measurement)."""
-    seen: list[str] = []
-    for s in cand.samples:
-        if s.phase == phase and s.window_id is not None and s.window_id not in seen:
-            seen.append(s.window_id)
-    return seen
+    """The windows of the candidate's own evaluation, in order: its window, then its
+    re-measurement's (not the later windows it was a reference in)."""
+    own = (cand.candidate_id, remeasure_window(cand.candidate_id))
+    return [w for w in own if cand.window_samples(w, phase)]
 
 
 @dataclass(frozen=True)
@@ -413,8 +415,8 @@ def _verdict(
     tripped: list,
     machine_notes: list[str] | None = None,
 ) -> DecisionMade:
-    """`notes` qualify a promotion; `machine_notes` (marked calls, host-bound cases) are kept
-    whatever the outcome."""
+    """`notes` (what qualified the measurement) and `machine_notes` (marked calls, host-bound
+    cases) are both kept whatever the outcome."""
     incumbent = state.incumbent_id
     if problems:
         reason = "; ".join(problems)
@@ -435,7 +437,7 @@ def _verdict(
         compared_to=incumbent,
         cases=worst.cases,
         measured=full_measurement(cand),
-        notes=([] if problems else notes) + (machine_notes or []),
+        notes=notes + (machine_notes or []),
     )
 
 

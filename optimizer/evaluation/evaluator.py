@@ -61,6 +61,7 @@ from tlxstore.events import (
     ProfileCollected,
     ProfileMetric,
     ProfilingFinished,
+    remeasure_window,
 )
 from tlxstore.redaction import without_secrets
 
@@ -70,7 +71,6 @@ POLL_S = 1.0  # how often a wait on the child checks that it is still alive
 DIAGNOSTICS_TAIL_CHARS = 4000  # the tail of a traceback or child log kept as evidence
 EXTRA_VERIFICATIONS = 2  # verifications per case added when a tripwire fires
 PROFILE_SOURCES = ("proton", "ncu", "harness")
-REMEASURE_SUFFIX = ".remeasure"  # the window of a re-measurement after a tripwire fired
 PRESTART_DEADLINE_S = 24 * 3600.0  # a prestarted child waits for its candidate at most this long
 
 
@@ -493,26 +493,7 @@ class Evaluator:
             p.benchmarked = True
             p.stage = "verify"
             run.verify_cases("A", cases, 1, first_attempt=req.verify_repeats + 1)
-            fired = tripwire.check(
-                medians,
-                req.parent_medians_us,
-                run.declared,
-                self.peak_bandwidth_bytes_per_s,
-                self.peak_flops_per_s,
-            )
-            if fired:
-                for t in fired:
-                    emit(
-                        IntegrityFlagged(
-                            candidate_id=cid, guard=t.guard, detail=t.detail, blocking=False
-                        )
-                    )
-                run.verify_cases(
-                    "A", cases, EXTRA_VERIFICATIONS, first_attempt=req.verify_repeats + 2
-                )
-                p.stage = "benchmark"
-                again = [(r.in_window(f"{cid}{REMEASURE_SUFFIX}"), key) for r, key in members]
-                _measure_window(again, cases, req)
+            self._tripwires(members, cases, req, medians, p)
             if self.keep_ready:  # the last sample is taken: the next child may start loading
                 self.prestart()
             if after_benchmark is not None:
@@ -536,6 +517,37 @@ class Evaluator:
                 run.profile_cases("A", cases, loaded["profile_args"], req.artifacts_dir)
 
         return self._session(cid, req.timeout_s, emit, body)
+
+    def _tripwires(
+        self,
+        members: list[tuple[_Run, str]],
+        cases: list[CaseSpec],
+        req: EvalRequest,
+        medians: dict[str, float],
+        p: _Progress,
+    ) -> None:
+        """An implausible measurement (optimizer.evaluation.guards.tripwire) is flagged, verified
+        EXTRA_VERIFICATIONS more times and measured again in a second window."""
+        run = members[0][0]
+        fired = tripwire.check(
+            medians,
+            req.parent_medians_us,
+            run.declared,
+            self.peak_bandwidth_bytes_per_s,
+            self.peak_flops_per_s,
+        )
+        if not fired:
+            return
+        for t in fired:
+            run.emit(
+                IntegrityFlagged(
+                    candidate_id=run.cid, guard=t.guard, detail=t.detail, blocking=False
+                )
+            )
+        run.verify_cases("A", cases, EXTRA_VERIFICATIONS, first_attempt=req.verify_repeats + 2)
+        p.stage = "benchmark"
+        again = [(r.in_window(remeasure_window(run.cid)), key) for r, key in members]
+        _measure_window(again, cases, req)
 
     def _references(
         self, session: _Session, req: EvalRequest, emit: Emit
@@ -1007,13 +1019,13 @@ def _measure_window(
     warm_up: bool = False,
 ) -> dict[str, float]:
     """Benchmark `members` (each a candidate's commands and its artifact key; the evaluated one
-    first) alternately, block by block (optimizer.evaluation.window). Then more blocks, one at a
-    time, for the cases that need them: a case with a marked call (it ran while the GPU
-    throttled or was shared) gets one block per marked block, up to
-    window.MAX_REMEASURED_BLOCKS; a case noisier than req.max_cv, judged on the calls that are
-    not marked, gets one up to req.max_extra_blocks. Returns the first member's median per case,
-    marked calls left out (a case with none left is missing). `warm_up`: the window's first
-    call is preceded by one warm-up call (benchmark_case)."""
+    first) alternately, block by block, in whole turns (optimizer.evaluation.window). Then more
+    turns for the cases that need them: a case with a marked call (it ran while the GPU throttled
+    or was shared) gets one turn for each turn's worth of marked blocks, up to
+    window.MAX_REMEASURED_BLOCKS blocks; a case noisier than req.max_cv, judged on the calls that
+    are not marked, gets one up to req.max_extra_blocks blocks. Returns the first member's median
+    per case, marked calls left out (a case with none left is missing). `warm_up`: the window's
+    first call is preceded by one warm-up call (benchmark_case)."""
     samples: dict[str, dict[str, list[float]]] = {run.cid: {} for run, _ in members}
     marked: dict[str, set[int]] = {}  # case -> its blocks with a marked call, not yet redone
     warm = warm_up and bool(cases)
@@ -1031,33 +1043,36 @@ def _measure_window(
                 else:
                     samples[run.cid].setdefault(case.case_id, []).extend(got)
 
-    sizes = window.block_sizes(req.repetitions)
-    for index, repetitions in enumerate(sizes):
-        block(index, repetitions, cases, False)
+    size = window.per_call(req.repetitions)
+    turn = len(members)
+    index = window.first_blocks(req.repetitions, turn)
+    for b in range(index):
+        block(b, size, cases, False)
     by_id = {c.case_id: c for c in cases}
-    remeasure_left = window.MAX_REMEASURED_BLOCKS
-    noisy_left = req.max_extra_blocks if req.max_cv is not None else 0
-    index = len(sizes)
+    remeasure_turns = window.MAX_REMEASURED_BLOCKS // turn
+    noisy_turns = window.extra_turns(req.max_extra_blocks, turn) if req.max_cv is not None else 0
     while True:
-        again = [c for c in by_id if marked.get(c)] if remeasure_left else []
+        again = [c for c in by_id if marked.get(c)] if remeasure_turns else []
         noisy = (
             window.noisy_cases(samples, list(by_id), req.max_cv)
-            if noisy_left and req.max_cv is not None
+            if noisy_turns and req.max_cv is not None
             else []
         )
-        todo = [c for c in by_id if c in again or c in noisy]
+        todo = [by_id[c] for c in by_id if c in again or c in noisy]
         if not todo:
             break
-        for c in again:
-            marked[c].pop()  # one marked block is redone by this one
-        block(index, window.extra_block_size(req.repetitions), [by_id[c] for c in todo], True)
-        index += 1
+        for c in again:  # a turn redoes up to a turn's worth of marked blocks
+            for _ in range(min(turn, len(marked[c]))):
+                marked[c].pop()
+        for _ in range(turn):  # a whole turn: each member first once
+            block(index, size, todo, True)
+            index += 1
         if again:
-            remeasure_left -= 1
+            remeasure_turns -= 1
         else:
-            noisy_left -= 1
-    first = members[0][0].cid
-    return {case: stats.median(s) for case, s in samples[first].items() if s}
+            noisy_turns -= 1
+    own = members[0][0].cid
+    return {case: stats.median(s) for case, s in samples[own].items() if s}
 
 
 def case_folder(case_id: str) -> str:

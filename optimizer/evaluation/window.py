@@ -9,23 +9,24 @@ makes is between samples of one window: no candidate is compared with samples ta
 another process.
 
 After its first blocks, a case whose samples (of any member, in this window) are noisier than
-max_cv gets more blocks, one at a time, up to `max_extra_blocks`: a noise burst is diluted and a
-noisy case is measured more before anything is decided. A case with a call that ran while the GPU
-throttled or was shared (a marked call, optimizer.decision.machine) gets one more block for each
-block it was marked in, up to MAX_REMEASURED_BLOCKS; the decision leaves the marked calls out,
-and so does the noise check. Every sample is recorded; none is dropped. These are pure
+max_cv gets more blocks, a whole turn at a time, up to `max_extra_blocks`: a noise burst is
+diluted and a noisy case is measured more before anything is decided. A case with a call that ran
+while the GPU throttled or was shared (a marked call, optimizer.decision.machine) gets one more
+turn for each turn it was marked in, up to MAX_REMEASURED_BLOCKS; the decision leaves the marked
+calls out, and so does the noise check. Every sample is recorded; none is dropped. These are pure
 functions; optimizer.evaluation.evaluator runs the calls.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from optimizer.decision import stats
 
 SAMPLES_PER_CALL = 2
-"""Repetitions asked of one harness call in a window (fewer only where fewer are asked in all).
+"""Repetitions asked of one harness call in a window.
 Many short calls rather than one long one: the interval of a window is a bootstrap over blocks,
 and the variation between harness calls (a fresh input, another allocation, the clock) shows only
 between calls. Simulated (benchmarks/noise_sim.py): with a 3% call-to-call effect, 10 samples in
@@ -39,20 +40,25 @@ cases undecided (the decision fails them unmeasured) rather than keeping the run
 T = TypeVar("T")
 
 
-def block_sizes(repetitions: int) -> list[int]:
-    """The repetitions each first block asks of the harness: `repetitions` in all, in calls of
-    SAMPLES_PER_CALL (a last call of fewer where they do not divide); one sample per call when
-    fewer than 2 * SAMPLES_PER_CALL are asked."""
+def per_call(repetitions: int) -> int:
+    """The repetitions each harness call of a window asks for."""
     if repetitions < 1:
         raise ValueError("repetitions must be at least 1")
-    per_call = SAMPLES_PER_CALL if repetitions >= 2 * SAMPLES_PER_CALL else 1
-    full, rest = divmod(repetitions, per_call)
-    return [per_call] * full + ([rest] if rest else [])
+    return min(SAMPLES_PER_CALL, repetitions)
 
 
-def extra_block_size(repetitions: int) -> int:
-    """The repetitions each extra block (for a noisy case) asks of the harness."""
-    return block_sizes(repetitions)[0]
+def first_blocks(repetitions: int, members: int) -> int:
+    """How many blocks every case gets first: `repetitions` samples per member in calls of
+    per_call(repetitions), rounded up to whole turns of the members' order, so that each member
+    is measured first (and second, ...) in as many blocks as every other: a drift within a block
+    favours none. (10 repetitions: 5 blocks alone, 6 beside one or two references.)"""
+    calls = math.ceil(repetitions / per_call(repetitions))
+    return math.ceil(calls / members) * members
+
+
+def extra_turns(max_extra_blocks: int, members: int) -> int:
+    """How many whole turns of extra blocks (one block per member) fit in max_extra_blocks."""
+    return max_extra_blocks // members
 
 
 def order(members: Sequence[T], block: int) -> list[T]:
@@ -75,7 +81,7 @@ def noisy_cases(
 
 def revalidation_repetitions(repetitions: int, alternations: int) -> int:
     """Samples per side and case a final revalidation asks for: `alternations` windows' worth."""
-    return max(alternations, repetitions * alternations)
+    return repetitions * alternations
 
 
 def replicate_window(finalist_id: str, replicate: int) -> str:

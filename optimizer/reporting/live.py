@@ -332,7 +332,7 @@ def _case_lines(cases: list) -> list[str]:
             else ""
         )
         out.append(
-            f"  {c.case_id}: {c.candidate_median_us:.1f} us vs {c.baseline_median_us:.1f} us "
+            f"  {c.case_id}: {c.candidate_median_us:.1f} us vs {c.baseline_median_us:.1f} us baseline "
             f"({c.speedup:.3f}x), CV {c.candidate_cv:.3f} / "
             f"{'n/a' if c.baseline_cv is None else format(c.baseline_cv, '.3f')}{counts}"
         )

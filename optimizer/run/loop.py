@@ -46,12 +46,19 @@ from optimizer.evaluation.ncu_child import NcuProfiler
 from optimizer.evaluation.requests import EvalRequest, Reference
 from optimizer.providers.base import Proposal, Provider, ProviderError, SearchExhausted
 from optimizer.reporting.markdown import markdown_report
-from optimizer.reporting.result import RunResult, result_from_state, winner
+from optimizer.reporting.result import (
+    RunResult,
+    kept_not_committed,
+    live_changes,
+    result_from_state,
+    winner,
+)
 from optimizer.run.context import SharedEvidence, build_context, fetch_shared
 from optimizer.run.devices import DevicePool
 from optimizer.run.folder import OutputFolder
 from optimizer.run.storelink import StoreLink
 from queries import lookups
+from queries.models import MeasuredMatch
 from tlxstore.events import (
     BASELINE_ID,
     CandidateProposed,
@@ -285,20 +292,6 @@ def signature(p: CandidateProposed) -> str:
 
 
 @dataclass(frozen=True)
-class Match:
-    """An earlier measurement of the same source under the same measurement key."""
-
-    run_id: str
-    candidate_id: str
-    match: Literal["raw", "normalized"]
-    outcome: str | None
-    speedup: float | None
-    ci_low: float | None
-    ci_high: float | None
-    pending: bool = False  # proposed earlier in this round, not measured yet (parallel runs)
-
-
-@dataclass(frozen=True)
 class _Measured:
     """One evaluation of a parallel run, as a worker thread hands it back."""
 
@@ -466,7 +459,7 @@ class RunLoop:
         return f"c{sum(1 for c in self.state.candidates if c != BASELINE_ID) + 1:03d}"
 
     def _propose(self, nxt: Next) -> None:
-        self.s.frozen.check()
+        self._check_files(f"before {self._next_id()} was proposed")
         before = file_guard.hash_paths(self.s.frozen.watched)
         ctx = build_context(
             shared=self.link.shared(),
@@ -501,17 +494,20 @@ class RunLoop:
         self._refuse_changed_files(before, self._record_proposal(out, ctx.parent_id, nxt.round))
 
     def _refuse_changed_files(self, before: dict[str, str], cid: str | None) -> None:
-        """After a proposal: a bundle file or the user's kernel that changed while the provider
-        was proposing (an agent runs with the user's rights) flags the proposed candidate
-        (blocking `files:changed`, so the policy rejects it unmeasured) and stops the run
-        (BundleChangedError: bundle_changed, no winner). tlxdb restores nothing: it never
-        writes the user's files."""
+        """After a proposal. The user's kernel or a bundle original that changed while the
+        provider was proposing (the user kept working, or an agent with the user's rights wrote
+        outside its workspace) is recorded and the run goes on (_record_live_changes). A file of
+        the private copy that changed (it is read-only: a process with more rights wrote it)
+        flags the proposed candidate (blocking `files:changed`, so the policy rejects it
+        unmeasured) and stops the run (BundleChangedError: bundle_changed, no winner). tlxdb
+        restores nothing: it never writes the user's files."""
+        while_ = f"while {cid} was being proposed" if cid else "while the provider was proposing"
+        self._record_live_changes(while_)
         watched = self.s.frozen.watched
         changed = file_guard.changed_paths(before, file_guard.hash_paths(watched))
         names = {str(path): label for path, label in watched.items()}
         if not changed:
             return
-        while_ = f"while {cid} was being proposed" if cid else "while the provider was proposing"
         if cid is not None:
             flags = [
                 IntegrityFlagged(
@@ -534,6 +530,39 @@ class RunLoop:
             self.ingest()
         first = changed[0]
         raise BundleChangedError(f"{names[first]} changed {while_} ({first}); the run stops")
+
+    def _check_files(self, when: str) -> None:
+        """Before each step: the private copy must be as frozen (else BundleChangedError stops
+        the run); a user's file that changed is recorded (_record_live_changes)."""
+        self.s.frozen.check()
+        self._record_live_changes(when)
+
+    def _record_live_changes(self, when: str) -> None:
+        """Each of the user's files (the kernel, a bundle original) seen changed for the first
+        time gets a non-blocking `files:live-changed` flag naming it and when it was seen, on the
+        baseline (whose files they are: tlxdb cannot tell who changed them). The run goes on: it
+        measures its frozen copy and the baseline it recorded, so the edit reaches no
+        measurement; its winner is kept in the output folder, not committed. Once the winner
+        is committed (tlxdb wrote the kernel, docs/COMMIT.md) the user's files are theirs again."""
+        started = self.state.started
+        assert started is not None
+        if any(c.success for c in self.state.commits):
+            return
+        known = [f.detail for f in live_changes(self.state)]
+        seen = datetime.now(UTC).strftime("%H:%M:%S")
+        flags = [
+            IntegrityFlagged(
+                candidate_id=BASELINE_ID,
+                guard=file_guard.LIVE_CHANGED,
+                detail=f"{label} ({path}) changed {when} (seen at {seen} UTC)",
+                blocking=False,
+            )
+            for path, label in self.s.frozen.live_changes(started.kernel_sha256)
+            if not any(d.startswith(f"{label} ({path}) changed ") for d in known)
+        ]
+        if flags:
+            self.append(*flags)
+            self.ingest()
 
     def _device(self) -> DeviceInfo:
         assert self.state.started is not None
@@ -600,7 +629,7 @@ class RunLoop:
             ),
         ]
 
-    def _find_in_run(self, raw: str, norm: str) -> Match | None:
+    def _find_in_run(self, raw: str, norm: str) -> MeasuredMatch | None:
         """A measured candidate of this run (the baseline included) with this source, or one
         proposed earlier in the round a parallel run is filling."""
         assert self.state.run_id is not None
@@ -615,26 +644,25 @@ class RunLoop:
             elif p.normalized_hash == norm:
                 kind = "normalized"
             if kind is not None:
-                return Match(
-                    self.state.run_id,
-                    c.candidate_id,
-                    kind,
-                    d.outcome.value if d else None,
-                    d.speedup if d else None,
-                    d.ci_low if d else None,
-                    d.ci_high if d else None,
-                    pending,
+                return MeasuredMatch(
+                    run_id=self.state.run_id,
+                    candidate_id=c.candidate_id,
+                    source_hash=p.source_hash,
+                    match=kind,
+                    outcome=d.outcome.value if d else None,
+                    speedup=d.speedup if d else None,
+                    ci_low=d.ci_low if d else None,
+                    ci_high=d.ci_high if d else None,
+                    reason=d.reason if d else "",
+                    pending=pending,
                 )
         return None
 
-    def _find_in_store(self, raw: str, norm: str) -> Match | None:
-        """A candidate measured under this measurement key in any run of the store (the store
-        decides "measured": a decision no infrastructure failure of its candidate came before)."""
+    def _find_in_store(self, raw: str, norm: str) -> MeasuredMatch | None:
+        """A candidate measured under this measurement key in any run of the store (as its
+        decision recorded it: DecisionMade.measured, projected as proj_decisions.measured)."""
         assert self.state.started is not None
-        m = lookups.find_measured(self.s.store, self.state.started.measurement_key, raw, norm)
-        if m is None:
-            return None
-        return Match(m.run_id, m.candidate_id, m.match, m.outcome, m.speedup, None, None)
+        return lookups.find_measured(self.s.store, self.state.started.measurement_key, raw, norm)
 
     def _request(self, cid: str) -> EvalRequest:
         """The evaluation of `cid` in its window, beside the baseline and the incumbent."""
@@ -661,7 +689,7 @@ class RunLoop:
     def _evaluate(self, nxt: Next) -> None:
         cid = nxt.candidate_id
         assert cid is not None
-        self.s.frozen.check()
+        self._check_files(f"before {cid} was evaluated")
         ncu = self.s.ncu
         if ncu is not None:
             ncu.begin(self._source(cid))  # the prestarted ncu child builds it meanwhile
@@ -742,7 +770,7 @@ class RunLoop:
     # -- parallel runs: one harness child per device, one writer (this thread) --
     def _measure_baselines(self, nxt: Next) -> None:
         """The baseline on every other device, before that device measures a candidate."""
-        self.s.frozen.check()
+        self._check_files("before the other devices' baselines were measured")
         request = self._request(BASELINE_ID).model_copy(update={"profile": False})
         devices = devices_without_baseline(self.state)
         self._in_parallel([(request, d) for d in devices], devices)
@@ -750,7 +778,7 @@ class RunLoop:
     def _evaluate_round(self, nxt: Next) -> None:
         """Every proposed candidate of the round not yet evaluated, each on the next free device
         (a round larger than the device count queues); decisions follow in proposal order."""
-        self.s.frozen.check()
+        self._check_files(f"before round {nxt.round} was evaluated")
         waiting = [
             c.candidate_id
             for c in self.state.undecided()
@@ -859,7 +887,7 @@ class RunLoop:
     def _revalidate(self, nxt: Next) -> None:
         fid = nxt.candidate_id
         assert fid is not None
-        self.s.frozen.check()
+        self._check_files(f"before {fid}'s final revalidation")
         t = self.s.thresholds
         replicates = self._replicates()
         fin = self.state.candidates[fid]
@@ -887,7 +915,7 @@ class RunLoop:
 
     def _commit(self, nxt: Next) -> None:
         assert self.s.commit is not None and nxt.candidate_id is not None
-        self.s.frozen.check()
+        self._check_files(f"before {nxt.candidate_id} was committed")
         self.append(self.s.commit(self.state, nxt.candidate_id))
 
     def _end_search(self, nxt: Next) -> None:
@@ -895,7 +923,7 @@ class RunLoop:
         self.append(SearchEnded(reason=nxt.reason, detail=self._exhausted or ""))
 
     def _finish(self, nxt: Next) -> None:
-        self.s.frozen.check()
+        self._check_files("by the end of the run")
         win = winner(self.state)
         rev = next((r for r in self.state.revalidations if r.candidate_id == win), None)
         last_rev = self.state.revalidations[-1] if self.state.revalidations else None
@@ -907,6 +935,8 @@ class RunLoop:
             detail += f"survive, {win} did"
         if win is None and not self.state.revalidations:
             detail = detail or "no candidate beat the baseline"
+        if win is not None:
+            detail = kept_not_committed(self.state, win) or detail
         assert nxt.reason is not None
         self.append(
             RunFinished(

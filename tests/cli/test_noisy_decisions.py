@@ -214,3 +214,27 @@ def benchmark(artifact, case, repetitions):
         {"candidate_id": "c001", "survived": True},
     ]
     assert "final revalidation: c002 did not survive, c001 did" in r.stderr
+
+
+@pytest.mark.slow
+def test_a_provider_that_only_proposes_measured_sources_is_stopped_with_its_own_reason(
+    tmp_path, scripted
+):
+    """Every proposal is the untouched kernel again (a duplicate of the baseline): none is
+    measured, and after 4 in a row the run stops with provider_repeating."""
+    scripted += [
+        Step(knobs={"attempt": i}, edit=lambda src: src, hypothesis="the same again")
+        for i in range(10)
+    ]
+    bundle = sleep_bundle(tmp_path / "bundle", sleep_s=0, cases=VECADD_CASES)
+    r = _optimize(tmp_path, bundle, "--max-rounds", "10", "--benchmark-repetitions", "4")
+    assert r.exit_code == 2, r.stderr
+    out = json.loads(r.stdout)
+    assert out["stopping_reason"] == "provider_repeating"
+    assert [e["outcome"] for e in out["experiments"]] == ["duplicate"] * 4
+    sampled = {
+        e.event.candidate_id
+        for e in read_envelopes(tmp_path / "out")
+        if e.type == "BenchmarkSampled"
+    }
+    assert sampled == {"baseline"}

@@ -582,3 +582,15 @@ def test_a_gate_decision_records_whether_the_source_was_measured():
     assert decide(base + measured("c001", {}) + [tmo]).measured is False
     flag = IntegrityFlagged(candidate_id="c001", guard="static:x", detail="d", blocking=True)
     assert decide(base + measured("c001", FAST) + [flag]).measured is True
+
+
+def test_a_candidate_is_re_decided_from_its_own_window_not_those_it_was_a_reference_in():
+    """tlxdb replay re-decides c001 after c002's window measured it again (slower, as the
+    incumbent): c001's decision is made from its own window only, as it was."""
+    events = _stale_baseline() + _windowed("c001", {"c001": FAST, "baseline": BASE})
+    first = decide(events)
+    events.append(first)
+    slow = {k: [x * 2 for x in v] for k, v in FAST.items()}
+    events += _windowed("c002", {"c002": FAST, "baseline": BASE, "c001": slow})
+    again = policy.decide(build_state(events), "c001", T, W)
+    assert again.outcome == first.outcome and again.speedup == first.speedup
