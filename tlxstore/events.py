@@ -396,6 +396,12 @@ def remeasure_window(candidate_id: str) -> str:
     return f"{candidate_id}.remeasure"
 
 
+def replicate_window(finalist_id: str, replicate: int) -> str:
+    """The window id of a final revalidation's replicate (0-based): the finalist's own id for
+    the first, as before replicates existed, then `<finalist>.replicate2`, ..."""
+    return finalist_id if replicate == 0 else f"{finalist_id}.replicate{replicate + 1}"
+
+
 class Neighbour(Frozen):
     """Another process on the GPU while a benchmark call ran (NVML's process list)."""
 

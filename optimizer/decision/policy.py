@@ -58,6 +58,7 @@ from tlxstore.events import (
     Phase,
     Thresholds,
     remeasure_window,
+    replicate_window,
 )
 from tlxstore.fold import CandidateState, RunState, full_measurement
 
@@ -298,6 +299,14 @@ def _windows(cand: CandidateState, phase: Phase) -> list[str]:
     re-measurement's (not the later windows it was a reference in)."""
     own = (cand.candidate_id, remeasure_window(cand.candidate_id))
     return [w for w in own if cand.window_samples(w, phase)]
+
+
+def _replicate_windows(fin: CandidateState) -> list[str]:
+    """The windows of a finalist's revalidation, one per replicate, in order."""
+    out = []
+    while fin.window_samples(w := replicate_window(fin.candidate_id, len(out)), Phase.REVALIDATION):
+        out.append(w)
+    return out
 
 
 @dataclass(frozen=True)
@@ -644,7 +653,7 @@ def decide_revalidation(
             return result(
                 False, f"protected case {v.case_id} failed verification during revalidation"
             )
-    windows = _windows(fin, reval)
+    windows = _replicate_windows(fin)
     replicas, machine_notes = _replicas(state, windows, finalist_id, baseline_id)
     if windows:
         base_b = {c: [b for r, _ in replicas for b in r.get(c, [])] for c in weights}

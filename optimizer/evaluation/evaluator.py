@@ -1021,13 +1021,13 @@ def _measure_window(
     """Benchmark `members` (each a candidate's commands and its artifact key; the evaluated one
     first) alternately, block by block, in whole turns (optimizer.evaluation.window). Then more
     turns for the cases that need them: a case with a marked call (it ran while the GPU throttled
-    or was shared) gets one turn for each turn's worth of marked blocks, up to
-    window.MAX_REMEASURED_BLOCKS blocks; a case noisier than req.max_cv, judged on the calls that
+    or was shared) gets turns until as many extra blocks as it had marked calls were measured, up
+    to window.MAX_REMEASURED_BLOCKS blocks; a case noisier than req.max_cv, judged on the calls that
     are not marked, gets one up to req.max_extra_blocks blocks. Returns the first member's median
     per case, marked calls left out (a case with none left is missing). `warm_up`: the window's
     first call is preceded by one warm-up call (benchmark_case)."""
     samples: dict[str, dict[str, list[float]]] = {run.cid: {} for run, _ in members}
-    marked: dict[str, set[int]] = {}  # case -> its blocks with a marked call, not yet redone
+    owed: dict[str, int] = {}  # case -> its marked calls not yet measured again
     warm = warm_up and bool(cases)
 
     def block(index: int, repetitions: int, block_cases: list[CaseSpec], extra: bool) -> None:
@@ -1039,7 +1039,7 @@ def _measure_window(
                 )
                 warm = False
                 if was_marked:
-                    marked.setdefault(case.case_id, set()).add(index)
+                    owed[case.case_id] = owed.get(case.case_id, 0) + 1
                 else:
                     samples[run.cid].setdefault(case.case_id, []).extend(got)
 
@@ -1052,7 +1052,7 @@ def _measure_window(
     remeasure_turns = window.MAX_REMEASURED_BLOCKS // turn
     noisy_turns = window.extra_turns(req.max_extra_blocks, turn) if req.max_cv is not None else 0
     while True:
-        again = [c for c in by_id if marked.get(c)] if remeasure_turns else []
+        again = [c for c in by_id if owed.get(c)] if remeasure_turns else []
         noisy = (
             window.noisy_cases(samples, list(by_id), req.max_cv)
             if noisy_turns and req.max_cv is not None
@@ -1061,12 +1061,11 @@ def _measure_window(
         todo = [by_id[c] for c in by_id if c in again or c in noisy]
         if not todo:
             break
-        for c in again:  # a turn redoes up to a turn's worth of marked blocks
-            for _ in range(min(turn, len(marked[c]))):
-                marked[c].pop()
         for _ in range(turn):  # a whole turn: each member first once
             block(index, size, todo, True)
             index += 1
+        for c in again:  # the turn's blocks measured that many marked calls again
+            owed[c] = max(0, owed[c] - turn)
         if again:
             remeasure_turns -= 1
         else:

@@ -11,9 +11,9 @@ another process.
 After its first blocks, a case whose samples (of any member, in this window) are noisier than
 max_cv gets more blocks, a whole turn at a time, up to `max_extra_blocks`: a noise burst is
 diluted and a noisy case is measured more before anything is decided. A case with a call that ran
-while the GPU throttled or was shared (a marked call, optimizer.decision.machine) gets one more
-turn for each turn it was marked in, up to MAX_REMEASURED_BLOCKS; the decision leaves the marked
-calls out, and so does the noise check. Every sample is recorded; none is dropped. These are pure
+while the GPU throttled or was shared (a marked call, optimizer.decision.machine) gets more turns
+until as many blocks as it had marked calls were measured again, up to MAX_REMEASURED_BLOCKS; the
+decision leaves the marked calls out, and so does the noise check. Every sample is recorded; none is dropped. These are pure
 functions; optimizer.evaluation.evaluator runs the calls.
 """
 
@@ -82,12 +82,6 @@ def noisy_cases(
 def revalidation_repetitions(repetitions: int, alternations: int) -> int:
     """Samples per side and case a final revalidation asks for: `alternations` windows' worth."""
     return repetitions * alternations
-
-
-def replicate_window(finalist_id: str, replicate: int) -> str:
-    """The window id of a final revalidation's replicate (0-based): the finalist's own id for
-    the first, as before replicates existed, then `<finalist>.replicate2`, ..."""
-    return finalist_id if replicate == 0 else f"{finalist_id}.replicate{replicate + 1}"
 
 
 def replicate_repetitions(repetitions: int, replicates: int) -> int:

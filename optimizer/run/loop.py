@@ -81,6 +81,7 @@ from tlxstore.events import (
     SourceStored,
     StoppingReason,
     Thresholds,
+    replicate_window,
 )
 from tlxstore.fold import CandidateState, RunState, fold
 from tlxstore.runlog import RunLog
@@ -893,7 +894,7 @@ class RunLoop:
         fin = self.state.candidates[fid]
         done = {s.window_id for s in fin.samples if s.phase == Phase.REVALIDATION}
         for k in range(replicates):  # each in a fresh child; those measured before a resume kept
-            if window.replicate_window(fid, k) in done:
+            if replicate_window(fid, k) in done:
                 continue
             self.s.evaluator.revalidate(
                 fid,
@@ -906,7 +907,7 @@ class RunLoop:
                 emit=lambda ev: self.append(ev),
                 max_cv=t.max_cv,
                 max_extra_blocks=t.max_extra_blocks,
-                window_id=window.replicate_window(fid, k),
+                window_id=replicate_window(fid, k),
             )
         self.append(policy.decide_revalidation(self.state, fid, BASELINE_ID, t, *self._weights()))
         if not kernel.has_deep_profile(self.state.candidates[fid]):

@@ -96,7 +96,9 @@ def test_a_run_records_the_gpu_for_every_call_leaves_out_what_ran_throttled_and_
     run_id = json.loads(r.stdout)["run_id"]
     rep = _invoke(["report", run_id, "--store", store, "--to", str(tmp_path / "rep")])
     md = (tmp_path / "rep" / "report.md").read_text()
-    assert rep.exit_code == 0 and "## Benchmark calls left out (the GPU throttled or was shared)" in md
+    assert (
+        rep.exit_code == 0 and "## Benchmark calls left out (the GPU throttled or was shared)" in md
+    )
     assert "| baseline | n2048 | round | c001 | 1 |" in md
 
 

@@ -23,11 +23,15 @@ QUESTIONS = dict(
 
 def _store(tmp_path) -> Store:
     events: list[Event] = [*m.started(), *m.proposal("c001", 512), *m.verified("c001", ("decode",))]
-    events.insert(1, RunEnvironment(source="nvml", driver_version="580.159.04", cpu_affinity=[0, 1]))
+    events.insert(
+        1, RunEnvironment(source="nvml", driver_version="580.159.04", cpu_affinity=[0, 1])
+    )
     kinds = {("c001", 1): "degrading", (BASELINE_ID, 2): "shared", ("c001", 3): "capped"}
     for b in range(4):
         for cid in ("c001", BASELINE_ID):
-            events += m.call(cid, "decode", "c001", b, [float(b), b + 0.5], kinds.get((cid, b), "quiet"))
+            events += m.call(
+                cid, "decode", "c001", b, [float(b), b + 0.5], kinds.get((cid, b), "quiet")
+            )
     store = Store(tmp_path / "s.duckdb")
     ingest_run(store, "r-machine", events)
     return store

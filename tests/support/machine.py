@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from support.bundles import FIXTURES
-
 from tlxstore.events import (
     BASELINE_ID,
     BenchmarkSampled,
@@ -178,7 +177,10 @@ def started(thresholds: Thresholds = T, cases: tuple[str, ...] = ("decode",)) ->
             "protected_cases": list(cases),
         }
     )
-    base: list[Event] = [*proposal(BASELINE_ID, 64), *verified(BASELINE_ID, cases, Phase.VALIDATION)]
+    base: list[Event] = [
+        *proposal(BASELINE_ID, 64),
+        *verified(BASELINE_ID, cases, Phase.VALIDATION),
+    ]
     for case in cases:
         base += call(BASELINE_ID, case, BASELINE_ID, 0, [100.0, 100.2], phase=Phase.VALIDATION)
     return [begin, *base]

@@ -98,7 +98,9 @@ def test_a_call_on_a_throttled_or_shared_gpu_is_kept_in_the_store_and_left_out_o
     ).to_pylist()
     assert [(r["candidate_id"], r["block"]) for r in rows] == sorted(marked, key=lambda x: x[1])
     assert all(r["samples_us"] == SLOW for r in rows)
-    assert all(r["throttled"] is (kind == "degrading") and r["shared"] is (kind == "shared") for r in rows)
+    assert all(
+        r["throttled"] is (kind == "degrading") and r["shared"] is (kind == "shared") for r in rows
+    )
 
 
 def test_a_reference_call_that_was_marked_leaves_its_block_out_of_the_comparison(tmp_path):
@@ -161,7 +163,9 @@ def replicated_run(speedups: list[float], marked_block: tuple[int, int] | None =
         for b in range(3):
             shared = marked_block == (r, b)
             base = [300.0, 300.6] if shared else [100.0, 100.2]
-            events += m.call(BASELINE_ID, CASE, wid, b, base, "shared" if shared else "quiet", Phase.REVALIDATION)
+            events += m.call(
+                BASELINE_ID, CASE, wid, b, base, "shared" if shared else "quiet", Phase.REVALIDATION
+            )
             fin = [100.0 / speedup, 100.2 / speedup]
             events += m.call("c001", CASE, wid, b, fin, phase=Phase.REVALIDATION)
     return events

@@ -4,12 +4,12 @@ only), and not read at all where it is unavailable."""
 
 from __future__ import annotations
 
+from support.machine import NVML_TRACE
 from test_evaluate import ADD_KERNEL, CASES, make_bundle, of, request, run
 
 from optimizer.decision import machine
 from optimizer.evaluation.evaluator import Evaluator
 from optimizer.evaluation.requests import Reference
-from support.machine import NVML_TRACE
 from tlxstore.events import BASELINE_ID, BenchmarkSampled, MachineSampled
 
 
