@@ -1,4 +1,6 @@
-"""The machine as evidence on an H200 (issue 33), in one device call (about 150-250 s):
+"""The machine as evidence on an H200 (issue 33), in one device call (about 300-480 s), in four
+steps (--step; default all in order), each leaving what the next needs under --out, so that
+benchmarks/device/h200_machine.sh runs each under its own timeout:
 
 1. record: this process's GPU read through NVML (profilers/nvml.py) while it idles, while a
    matmul loop of its own runs, and while a competing process runs one: a trace in the form the
@@ -14,7 +16,7 @@
    order), and a competing process (a bf16 matmul loop) on the GPU from c001's proposal until
    --competitor-seconds after c001's window took its first sample: the calls beside it are
    marked and measured again, and the decisions should be the quiet run's.
-4. both runs exported (`tlxdb export`), and summary.json / summary.md: per run the benchmark
+4. summary: both runs exported (`tlxdb export`), and summary.json / summary.md: per run the benchmark
    calls and their machine states (every call has one?), the marked calls, the blocks measured
    again, the decisions, the host-bound notes, the replicates, the environment; whether the two
    runs decided alike; and machine_states.jsonl, the states recorded (the other fixture of
@@ -24,7 +26,8 @@ Usage (on the device, from the repository root, after benchmarks/device/env.sh):
     python3 benchmarks/h200_machine.py --out /tmp/machine
 `--target host` runs the same code on the CPU (the softmax example's host bundle on the Triton
 interpreter, no recording, a competitor that only sleeps): with TLXDB_NVML_TRACE set, the
-machine's state comes from that trace (tests/examples/test_benchmark_scripts.py).
+machine's state comes from that trace (`MACHINE_TARGET=host bash
+benchmarks/device/h200_machine.sh` runs it so).
 """
 
 from __future__ import annotations
@@ -230,7 +233,8 @@ def optimize(args, label: str, out: Path, *provider: str, compete: bool = False)
         "--store", str(out / "store.duckdb"), "--output-dir", str(run_dir),
         "--max-rounds", "1", "--candidates-per-round", str(args.candidates),
         "--benchmark-repetitions", str(args.repetitions), "--max-candidate-seconds", "120",
-        "--replicates", str(args.replicates), "--no-commit-winner", "--label", label,
+        "--replicates", str(args.replicates), "--max-total-seconds", str(args.max_total_seconds),
+        "--no-commit-winner", "--label", label,
         *(["--max-cv", str(args.max_cv)] if args.max_cv is not None else []), *provider,
     ]  # fmt: skip
     t0 = time.monotonic()
@@ -330,10 +334,20 @@ def fixture_states(runs: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(item) + "\n" for items in lines.values() for item in items)
 
 
+STEPS = ("record", "quiet", "shared", "summary")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--target", choices=sorted(CASES), default="hopper")
+    ap.add_argument(
+        "--step",
+        choices=STEPS,
+        action="append",
+        help="run only these steps (repeatable; default: all, in order); each leaves what the "
+        "next needs under --out, so a device script runs each under its own timeout",
+    )
     ap.add_argument("--record-seconds", type=float, default=6.0)
     ap.add_argument(
         "--competitor-seconds",
@@ -345,30 +359,56 @@ def main() -> int:
     ap.add_argument("--repetitions", type=int, default=4)
     ap.add_argument("--candidates", type=int, default=2, help="candidates of the one round")
     ap.add_argument("--replicates", type=int, default=3)
-    ap.add_argument("--run-timeout", type=float, default=170.0)
-    ap.add_argument("--skip", default="", help="comma-separated steps to skip: record, shared")
+    ap.add_argument(
+        "--max-total-seconds",
+        type=float,
+        default=150.0,
+        help="each run's tlxdb time budget (it stops proposing in time and ends properly)",
+    )
+    ap.add_argument("--run-timeout", type=float, default=185.0)
     args = ap.parse_args()
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    skip = set(filter(None, args.skip.split(",")))
-    summary: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-    if "record" not in skip and args.target == "hopper":
-        try:
-            summary["recorded_calls"] = record(out, args.record_seconds)
-        except Exception as e:  # noqa: BLE001 - the runs still tell what they can
-            summary["recorded_calls"] = f"recording failed: {type(e).__name__}: {e}"
-        log("record:", summary["recorded_calls"])
-    (out / "src").mkdir(exist_ok=True)
-    shutil.copy(EXAMPLE / "kernel.py", out / "src" / "kernel.py")
-    bundle(out / "bundle", args.target)
-    quiet = optimize(args, "quiet", out)
-    runs = [summarize_run(quiet)]
-    if "shared" not in skip and quiet["run_id"]:
-        shared = optimize(
-            args, "shared", out, "--provider", "replay", "--replay-run", quiet["run_id"],
-            compete=True,
-        )  # fmt: skip
-        runs.append(summarize_run(shared))
+    steps = args.step or list(STEPS)
+    if "record" in steps:
+        if args.target == "hopper":
+            try:
+                recorded: Any = record(out, args.record_seconds)
+            except Exception as e:  # noqa: BLE001 - the runs still tell what they can
+                recorded = f"recording failed: {type(e).__name__}: {e}"
+        else:
+            recorded = "not recorded: no GPU on the host target"
+        log("record:", recorded)
+        (out / "record.json").write_text(json.dumps(recorded) + "\n")
+    if "quiet" in steps:
+        (out / "src").mkdir(exist_ok=True)
+        shutil.copy(EXAMPLE / "kernel.py", out / "src" / "kernel.py")
+        bundle(out / "bundle", args.target)
+        (out / "quiet.json").write_text(json.dumps(optimize(args, "quiet", out)) + "\n")
+    if "shared" in steps:
+        quiet = _step_result(out, "quiet")
+        if quiet and quiet["run_id"]:
+            shared = optimize(
+                args, "shared", out, "--provider", "replay", "--replay-run", quiet["run_id"],
+                compete=True,
+            )  # fmt: skip
+            (out / "shared.json").write_text(json.dumps(shared) + "\n")
+    if "summary" in steps:
+        summarize(out)
+    return 0
+
+
+def _step_result(out: Path, step: str) -> Any:
+    """What an earlier step left under --out (None: it did not finish)."""
+    path = out / f"{step}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def summarize(out: Path) -> None:
+    """Export the runs, write machine_states.jsonl, summary.json and summary.md."""
+    summary: dict[str, Any] = {"written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    summary["recorded_calls"] = _step_result(out, "record")
+    runs = [summarize_run(r) for r in map(lambda s: _step_result(out, s), ("quiet", "shared")) if r]
     ids = [r["run_id"] for r in runs if r["run_id"]]
     if ids:
         subprocess.run(
@@ -385,7 +425,7 @@ def main() -> int:
             c: d["outcome"] for c, d in b["decisions"].items()
         } and a["winner"] == b["winner"]
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
-    lines = [f"# The machine as evidence on an H200 ({summary['started']})", ""]
+    lines = [f"# The machine as evidence ({summary['written']})", ""]
     lines.append(f"recorded calls by kind: {summary.get('recorded_calls')}")
     for r in runs:
         lines += [
@@ -404,7 +444,6 @@ def main() -> int:
         lines += ["", f"decisions of the two runs equal: {summary['decisions_equal']}"]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,20 +1,76 @@
 #!/usr/bin/env bash
-# One device call for the evidence of issue 33, the machine as evidence (run with `.whl` carried;
-# see fetch_wheels.sh, which brings nvidia-ml-py): benchmarks/h200_machine.py records an NVML trace,
-# runs a quiet tune run and the same candidates again with a competing process busy on the GPU
-# during c001's window, exports both runs and summarizes them. Everything lands under $OUT (at
-# most 8 files come back): summary.md, summary.json, the export as a tarball, the recorded
-# fixtures (nvml_trace.json, machine_states.jsonl), the runs' live logs and gpu.txt.
-# Usage on the device machine, from the repository root:
-#   bash benchmarks/device/h200_machine.sh [extra arguments of h200_machine.py]
+# One device call for issue 33's GPU evidence, the machine as evidence (run with `.whl` carried;
+# see fetch_wheels.sh, which brings nvidia-ml-py). Each step of benchmarks/h200_machine.py runs
+# under its own `timeout` and what it leaves is archived as soon as it ends, so a call cut short
+# still returns the steps it finished (at most 8 files come back; this writes 7):
+#   a. record: an NVML trace of this GPU idle, under a matmul loop of the script's own and beside
+#      a competing process the script starts                    -> nvml_trace.json (in machine.tgz)
+#   b. quiet: `tlxdb optimize` of the softmax example (a host-bound 1x1024 case and an 8192^2
+#      one), tune provider, one round of two candidates, three replicates
+#   c. shared: the same candidates again (--provider replay), a competing GPU process started by
+#      the script as c001 is proposed and stopped a second after c001's window began
+#   d. summary: both runs exported (tlxdb export), summary.md/json, machine_states.jsonl
+# plus gpu.txt (env.sh) and machine_log.txt (each step's exit status, seconds and last lines).
+# Every run gets its step's seconds less MARGIN_S=35 as tlxdb's time budget, so it ends properly.
+#
+# Usage on the device machine, from the repository root (a step given 0 seconds is skipped):
+#   bash benchmarks/device/h200_machine.sh [RECORD_S [QUIET_S [SHARED_S [SUMMARY_S]]]]
+# defaults 45 190 190 60: at most 485 s of steps, about 515 s with the wheel install.
+# MACHINE_TARGET=host runs the same steps on the CPU interpreter (the softmax host bundle, no
+# recording, a competitor that only sleeps; no env.sh; PYTHON names the interpreter), its machine
+# states read from the recorded trace tests/fixtures/machine/nvml_trace.json (TLXDB_NVML_TRACE):
+#   MACHINE_TARGET=host OUT=/tmp/out PYTHON=.venv/bin/python bash benchmarks/device/h200_machine.sh
 set -uo pipefail
-source benchmarks/device/env.sh
-rm -rf /tmp/machine
-timeout 560 python3 benchmarks/h200_machine.py --out /tmp/machine "$@" 2>&1 | tee /tmp/machine_log.txt
-echo "exit=${PIPESTATUS[0]}" >>/tmp/machine_log.txt
-cp /tmp/machine/summary.md /tmp/machine/summary.json /tmp/machine/nvml_trace.json \
-   /tmp/machine/machine_states.jsonl "$OUT/" 2>/dev/null
-tar czf "$OUT/machine_export.tgz" -C /tmp/machine export 2>/dev/null
-tar czf "$OUT/machine_logs.tgz" -C /tmp machine_log.txt -C /tmp/machine \
-  $(cd /tmp/machine && ls *.stderr.txt 2>/dev/null) 2>/dev/null
+record_s=${1:-45}
+quiet_s=${2:-190}
+shared_s=${3:-190}
+summary_s=${4:-60}
+target=${MACHINE_TARGET:-hopper}
+margin=${MARGIN_S:-35}
+py=${PYTHON:-python3}
+: "${OUT:?OUT must name the folder whose files come back}"
+work=/tmp/machine
+rm -rf "$work" && mkdir -p "$work"
+log="$OUT/machine_log.txt"
+t0=$(date +%s)
+
+if [ "$target" = host ]; then
+  export TRITON_INTERPRET=1 PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+  export TLXDB_NVML_TRACE=${TLXDB_NVML_TRACE:-$PWD/tests/fixtures/machine/nvml_trace.json}
+else
+  source benchmarks/device/env.sh
+  git log -1 --format='%H %s' >>"$OUT/gpu.txt" 2>/dev/null || true
+fi
+
+# step NAME SECONDS: runs h200_machine.py's step NAME under timeout (its run's tlxdb budget the
+# seconds less the margin), writes NAME.out/.err into $work, logs the exit status, the seconds
+# and the last lines, and archives $work's text results as they stand
+step() {
+  local name=$1 limit=$2
+  if [ "$limit" -le 0 ]; then
+    echo "== $name: skipped" | tee -a "$log"
+    return
+  fi
+  local budget=$((limit - margin))
+  [ "$budget" -ge 20 ] || budget=20
+  local start=$(date +%s)
+  timeout -k 15 "$limit" "$py" benchmarks/h200_machine.py --out "$work" --target "$target" \
+    --step "$name" --max-total-seconds "$budget" --run-timeout "$((limit - 10))" \
+    >"$work/$name.out" 2>"$work/$name.err"
+  local rc=$?
+  echo "== $name: exit=$rc seconds=$(($(date +%s) - start)) (limit $limit, call at $(($(date +%s) - t0)) s)" | tee -a "$log"
+  tail -4 "$work/$name.out" | tee -a "$log"
+  [ "$rc" -eq 0 ] || tail -3 "$work/$name.err" | tee -a "$log"
+  tar czf "$OUT/machine.tgz" -C "$work" --exclude "store.duckdb*" --exclude bundle --exclude src \
+    --exclude .lease --exclude "*.wal" . 2>/dev/null
+}
+
+step record "$record_s"
+step quiet "$quiet_s"
+step shared "$shared_s"
+step summary "$summary_s"
+for f in summary.md summary.json nvml_trace.json machine_states.jsonl; do
+  [ -f "$work/$f" ] && cp "$work/$f" "$OUT/"
+done
+echo "== total $(($(date +%s) - t0)) s" | tee -a "$log"
 ls -la "$OUT"

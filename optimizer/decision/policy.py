@@ -653,18 +653,8 @@ def decide_revalidation(
             return result(
                 False, f"protected case {v.case_id} failed verification during revalidation"
             )
-    windows = _replicate_windows(fin)
-    replicas, machine_notes = _replicas(state, windows, finalist_id, baseline_id)
-    if windows:
-        base_b = {c: [b for r, _ in replicas for b in r.get(c, [])] for c in weights}
-        fin_b = {c: [b for _, f in replicas for b in f.get(c, [])] for c in weights}
-        alternations = max((len(b) for b in fin_b.values()), default=0)
-    else:  # measured before windows: the blocks were whole alternations, compared pooled
-        fin_blocks = _by_block(fin, lambda p: p == reval)
-        base_blocks = _by_block(base, lambda p: p == reval)
-        alternations = len(set(fin_blocks) & set(base_blocks))
-        base_b = {c: [s] for c, s in _merge(base_blocks).items()}
-        fin_b = {c: [s] for c, s in _merge(fin_blocks).items()}
+    replicas, machine_notes = _replicas(state, _replicate_windows(fin), finalist_id, baseline_id)
+    base_b, fin_b, alternations = _revalidation_blocks(replicas, fin, base, weights)
     if alternations < 3:
         return result(
             False,
@@ -689,7 +679,7 @@ def decide_revalidation(
         speedups, thresholds.replicate_tolerance
     )
     if problem:
-        return result(False, problem, comp, alternations, machine_notes, speedups)
+        return result(False, problem, comp, alternations, found.notes + machine_notes, speedups)
     agreed = (
         [f"{len(speedups)} replicates in fresh children agree: {_speedups_text(speedups)}"]
         if len(speedups) > 1
@@ -703,6 +693,28 @@ def decide_revalidation(
         found.notes + agreed + machine_notes,
         speedups,
     )
+
+
+def _revalidation_blocks(
+    replicas: list[tuple[Blocks, Blocks]],
+    fin: CandidateState,
+    base: CandidateState,
+    weights: Mapping[str, float],
+) -> tuple[Blocks, Blocks, int]:
+    """The baseline's and the finalist's revalidation blocks per case, and the alternations
+    they make: the replicates' windows pooled; before windows (no replicas), every
+    REVALIDATION sample, each side one block, and the alternations both sides measured."""
+    if replicas:
+        base_b = {c: [b for r, _ in replicas for b in r.get(c, [])] for c in weights}
+        fin_b = {c: [b for _, f in replicas for b in f.get(c, [])] for c in weights}
+        return base_b, fin_b, max((len(b) for b in fin_b.values()), default=0)
+    reval = Phase.REVALIDATION
+    fin_blocks = _by_block(fin, lambda p: p == reval)
+    base_blocks = _by_block(base, lambda p: p == reval)
+    alternations = len(set(fin_blocks) & set(base_blocks))
+    base_b = {c: [s] for c, s in _merge(base_blocks).items()}
+    fin_b = {c: [s] for c, s in _merge(fin_blocks).items()}
+    return base_b, fin_b, alternations
 
 
 def _replicas(
