@@ -262,16 +262,28 @@ def optimize(args, label: str, out: Path, *provider: str, compete: bool = False)
         "label": label,
         "exit_code": proc.returncode,
         "wall_s": round(time.monotonic() - t0, 1),
-        "run_id": result.get("run_id"),
+        "run_id": result.get("run_id") or _started_run_id(run_dir),
         "competitor": when,
         "output_dir": str(run_dir),
     }
 
 
-def events_of(run_dir: Path) -> list[Any]:
+def _started_run_id(run_dir: Path) -> str | None:
+    """The run id a run's log started with (a run stopped by its timeout printed none)."""
+    try:
+        return next((e.run_id for e in _envelopes(run_dir)), None)
+    except Exception:  # noqa: BLE001 - no log, or none readable: no run to name
+        return None
+
+
+def _envelopes(run_dir: Path) -> list[Any]:
     from tlxstore.runlog import read_envelopes
 
-    return [e.event for e in read_envelopes(run_dir)]
+    return list(read_envelopes(run_dir))
+
+
+def events_of(run_dir: Path) -> list[Any]:
+    return [e.event for e in _envelopes(run_dir)]
 
 
 def summarize_run(run: dict[str, Any]) -> dict[str, Any]:

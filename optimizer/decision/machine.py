@@ -4,8 +4,9 @@
   (DEGRADING_REASONS: the GPU slowed its clocks to protect itself: a hardware slowdown, thermal
   slowdown by software or hardware, the power brake) or another process on the device is
   *marked*. Its samples stay in the store; every decision leaves them out (the policy's
-  window_blocks), and the evaluator measures its case again in one more block of the window
-  (optimizer.evaluation.window.MAX_REMEASURED_BLOCKS). The software power cap is not degrading:
+  window_blocks), and the evaluator measures its case again in more blocks of the window, a
+  whole turn at a time, as many blocks as it had marked calls
+  (optimizer.evaluation.window.MAX_REMEASURED_BLOCKS at most). The software power cap is not degrading:
   a GPU at its power limit clocks down under every heavy kernel, the baseline's as much as the
   candidate's, and that is the state it is measured in. The neighbour rule does not know what
   the other process did; it shared the GPU's memory bandwidth, SMs or clocks, and any of those
@@ -79,7 +80,7 @@ def marked_note(state: RunState, window_id: str, phase: Phase) -> str | None:
     return (
         f"{len(marked)} of {calls} benchmark calls ran while the GPU throttled or was shared "
         f"(first: {cid} case {case} block {block}: {'; '.join(why)}): left out of the decision, "
-        "each measured again in one more block"
+        "its case measured again in as many more blocks"
     )
 
 

@@ -303,7 +303,7 @@ def _windows(cand: CandidateState, phase: Phase) -> list[str]:
 
 def _replicate_windows(fin: CandidateState) -> list[str]:
     """The windows of a finalist's revalidation, one per replicate, in order."""
-    out = []
+    out: list[str] = []
     while fin.window_samples(w := replicate_window(fin.candidate_id, len(out)), Phase.REVALIDATION):
         out.append(w)
     return out
