@@ -92,6 +92,18 @@ def _budget_options(f: Any) -> Any:
             "interval. Default off: such a candidate is promoted when its whole interval lies "
             "above --min-speedup, with a note naming the case.",
         ),
+        click.option(
+            "--replicates",
+            type=int,
+            help="Independent replicates of the final revalidation, each in a fresh child "
+            "(default 3 on a GPU, 1 on the CPU interpreter). docs/GUARDS.md, 'Replicates'.",
+        ),
+        click.option(
+            "--replicate-tolerance",
+            type=float,
+            help="How far the replicates' speedups may spread (max / min - 1) for the winner to "
+            "be kept (default 0.02).",
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -383,7 +395,8 @@ def show(run: str, store: Path) -> None:
 )
 def report_cmd(run: str, store: Path, to_dir: Path | None) -> None:
     """Write a run's Markdown and HTML report with its figures, from the store's views, and
-    print the paths written.
+    print the paths written; on stderr, a warning where the run and its prior runs differ in
+    their environment (driver, clocks, power limit, NUMA node, CPUs).
 
     \b
     Example: tlxdb report r20261130-161908 --to /tmp/rep
@@ -396,8 +409,11 @@ def report_cmd(run: str, store: Path, to_dir: Path | None) -> None:
         ).to_pylist()
         out = Path(row["output_dir"] or ".")
         to_dir = out if out.is_dir() else Path.cwd()
-    for p in from_views.write_run_report(s, run_id, to_dir):
+    written = from_views.write_run_report(s, run_id, to_dir)
+    for p in written.paths:
         click.echo(str(p))
+    for line in written.warnings:
+        click.echo(line, err=True)
 
 
 @click.command("history")
@@ -413,7 +429,8 @@ def report_cmd(run: str, store: Path, to_dir: Path | None) -> None:
 def history_cmd(kernel: str, store: Path, to_dir: Path) -> None:
     """Write the cross-run report of a kernel or bundle: the best ever per bundle and device,
     every run, baseline and best per case over time, what was refused (Markdown and HTML with
-    figures, from the store's views); prints the paths written.
+    figures, from the store's views); prints the paths written, and on stderr a warning where
+    runs on one kind of device differ in their environment.
 
     KERNEL is a kernel_id ("softmax_kernel @ softmax/kernel.py"), an entry point
     ("softmax_kernel"), a normalized path ("softmax/kernel.py") or a bundle digest prefix.
@@ -421,8 +438,11 @@ def history_cmd(kernel: str, store: Path, to_dir: Path) -> None:
     \b
     Example: tlxdb history softmax_kernel --to /tmp/softmax-history
     """
-    for p in from_views.write_history_report(open_store(store, create=False), kernel, to_dir):
+    written = from_views.write_history_report(open_store(store, create=False), kernel, to_dir)
+    for p in written.paths:
         click.echo(str(p))
+    for line in written.warnings:
+        click.echo(line, err=True)
 
 
 @click.command()

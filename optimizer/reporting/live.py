@@ -5,7 +5,7 @@ Pure functions (a folded run in, text out). Kernel source text never appears in 
 
 from __future__ import annotations
 
-from optimizer.decision import stats
+from optimizer.decision import machine, stats
 from optimizer.reporting.result import case_numbers
 from tlxstore.events import (
     BASELINE_ID,
@@ -28,11 +28,13 @@ from tlxstore.events import (
     IntegrityFlagged,
     KnobsUnreadable,
     LaunchesObserved,
+    MachineSampled,
     ModelExchanged,
     Phase,
     ProfileCollected,
     ProfilingFinished,
     RooflineAssessed,
+    RunEnvironment,
     RunFinished,
     RunStarted,
     SearchEnded,
@@ -117,6 +119,7 @@ def describe(env: Envelope, state: RunState) -> str | None:
 
 _RUN_EVENTS = (
     RunStarted,
+    RunEnvironment,
     BundleValidated,
     ModelExchanged,
     CommitAttempted,
@@ -159,6 +162,8 @@ def _run_line(env: Envelope, state: RunState) -> str | None:
                 f"model exchange {e.exchange_id} ({e.model or e.provider}, {e.latency_ms:.0f} ms{tokens})"
                 + (f": error {e.error}" if e.error else "")
             )
+        case RunEnvironment():
+            return environment_line(e)
         case SearchEnded():
             return f"search ended: {e.reason.value}{' — ' + one_line(e.detail) if e.detail else ''}"
         case RunFinished():
@@ -220,6 +225,8 @@ def _candidate_line(e: Event, state: RunState) -> str | None:
             return f"knobs tune cannot rewrite: {'; '.join(e.reasons)}"
         case LaunchesObserved():
             return None
+        case MachineSampled():
+            return _machine_line(e, state)
         case ExclusionRecorded():
             return f"{e.candidate_id} excluded: {e.signature} ({e.outcome.value})"
         case FinalistRevalidated():
@@ -247,15 +254,71 @@ def _sampled_line(e: BenchmarkSampled, state: RunState) -> str | None:
         )
     if not e.extra or e.candidate_id != e.window_id:
         return None
+    marked = machine.marked_calls(state, e.window_id, e.phase)
     so_far = [
         x
         for s in state.candidates[e.candidate_id].window_samples(e.window_id, e.phase)
-        if s.case_id == e.case_id
+        if s.case_id == e.case_id and (e.candidate_id, e.case_id, s.block) not in marked
         for x in s.samples_us
     ]
+    max_cv = state.started.thresholds.max_cv if state.started else None
+    if marked and (max_cv is None or stats.cv(so_far) <= max_cv):
+        return (
+            f"{e.candidate_id} {e.case_id} measured again, block {e.block}: a call of it ran "
+            "while the GPU throttled or was shared"
+        )
     return (
         f"{e.candidate_id} {e.case_id} is noisy (CV {stats.cv(so_far):.3f} over {len(so_far)} "
         f"samples): measured again, block {e.block}"
+    )
+
+
+def cpu_list(cpus: list[int]) -> str:
+    """CPU numbers as ranges: [0, 1, 2, 3, 8] -> "0-3,8"."""
+    ranges: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if ranges and ranges[-1][1] == cpu - 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in ranges)
+
+
+def environment_line(e: RunEnvironment) -> str:
+    """The run's environment, one line; where NVML cannot be read, that it is unavailable (said
+    once per run: nothing of the machine's state is recorded then)."""
+    cpus = f"process CPUs {cpu_list(e.cpu_affinity)}" if e.cpu_affinity else "process CPUs unknown"
+    host = f"{cpus}, CPU governor {e.cpu_governor or 'unknown'}"
+    if e.unavailable:
+        return (
+            f"environment: {one_line(e.unavailable)}; no clocks, throttling, neighbours or host "
+            f"cost are recorded in this run; {host}"
+        )
+    known = lambda v, unit="": "unknown" if v is None else f"{v:g}{unit}"  # noqa: E731
+    persistence = {True: "on", False: "off", None: "unknown"}[e.persistence_mode]
+    recorded = " (recorded trace, for testing)" if e.source == "recorded" else ""
+    return (
+        f"environment{recorded}: {e.gpu_name or 'GPU'} driver {e.driver_version or 'unknown'}, "
+        f"persistence mode {persistence}, application clocks SM "
+        f"{known(e.application_sm_clock_mhz)} / memory {known(e.application_mem_clock_mhz)} MHz, "
+        f"power limit {known(e.power_limit_w, ' W')}, GPU on NUMA node "
+        f"{known(e.gpu_numa_node)}, {host}"
+    )
+
+
+def _machine_line(e: MachineSampled, state: RunState) -> str | None:
+    """The first marked call of a window, once (the candidate's decision counts them all)."""
+    why = machine.marks(e)
+    if not why or e.window_id is None:
+        return None
+    if len(machine.marked_calls(state, e.window_id, e.phase)) > 1:
+        return None
+    clock = f", SM clock down to {e.sm_clock_min_mhz:g} MHz" if e.sm_clock_min_mhz else ""
+    where = " (final revalidation)" if e.phase == Phase.REVALIDATION else ""
+    return (
+        f"{e.window_id}{where}: a benchmark call ran while the GPU throttled or was shared "
+        f"({e.candidate_id} case {e.case_id} block {e.block}: {'; '.join(why)}{clock}): left out "
+        "of the decision and measured again (the decision's note counts them all)"
     )
 
 
