@@ -19,6 +19,7 @@ from optimizer.reporting import plots
 from optimizer.run.folder import write_atomic
 from tlxstore.errors import UnknownRunError
 from tlxstore.events import BASELINE_ID
+from tlxstore.hashing import tagged_prefix
 from tlxstore.store import Store
 
 Row = dict[str, Any]
@@ -345,10 +346,16 @@ def history_sections(kernel: str, data: dict[str, list[Row]]) -> list[Section]:
     return [kh, runs, trends, ex]
 
 
+def history_params(kernel: str) -> dict[str, str]:
+    """HISTORY_QUERIES' parameters for what `tlxdb history KERNEL` was given: the kernel's names
+    as typed, and as a bundle digest prefix (with "sha256:" whether typed or not)."""
+    return {"kernel": kernel, "digest": tagged_prefix(kernel)}
+
+
 def write_history_report(store: Store, kernel: str, to_dir: Path) -> list[Path]:
     """report.md, report.html and figures for every run of a kernel (its kernel_id, entry point
-    or normalized path) or bundle (a digest prefix), from the views."""
-    data = queries.report(store, HISTORY_QUERIES, {"kernel": kernel})
+    or normalized path) or bundle (a digest prefix, "sha256:" optional), from the views."""
+    data = queries.report(store, HISTORY_QUERIES, history_params(kernel))
     if not data["history_runs"]:
         raise UnknownRunError(
             f"no run of kernel or bundle {kernel!r} in store {store.location}; "
