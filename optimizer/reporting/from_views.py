@@ -9,12 +9,14 @@ tables with the figures inline), with the figures as SVG files beside them (plot
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import queries
+from optimizer.decision import stats
 from optimizer.reporting import plots
 from optimizer.run.folder import write_atomic
 from tlxstore.errors import UnknownRunError
@@ -177,7 +179,7 @@ def run_sections(data: dict[str, list[Row]]) -> list[Section]:
         _run_head(run, settings),
         _validation(data["run_validation"]),
         _candidates(cands, settings),
-        *_winner_sections(data, shown),
+        *_winner_sections(data, shown, settings["min_speedup"] if settings else None),
         *_evidence_sections(data),
         *_optional_sections(data, run),
     ]
@@ -256,7 +258,37 @@ def _shown(run: Row, cands: list[Row]) -> list[str]:
     return shown
 
 
-def _winner_sections(data: dict[str, list[Row]], shown: list[str]) -> list[Section]:
+def case_intervals(
+    speedups: list[Row], samples: list[Row], candidate_id: str
+) -> dict[tuple[str, str], tuple[float, float]]:
+    """(stage, case) -> the 99% bootstrap interval of one case's speedup (optimizer.decision.stats),
+    from the raw samples the stage compared: the baseline's and the candidate's before the final
+    revalidation (the decision), or both sides' revalidation samples. A case whose samples do not
+    give back the recorded speedup (its decision compared other samples: rescaled blocks, several
+    devices) gets no interval rather than a wrong one."""
+    side: dict[tuple[str, str, bool], list[float]] = {}
+    for r in samples:
+        key = (r["candidate_id"], r["case_id"], r["phase"] == "revalidation")
+        side.setdefault(key, []).append(r["sample_us"])
+    out = {}
+    for r in speedups:
+        if r["candidate_id"] != candidate_id or r["speedup"] is None:
+            continue
+        reval = r["stage"] == "revalidation"
+        base = side.get((BASELINE_ID, r["case_id"], reval))
+        cand = side.get((candidate_id, r["case_id"], reval))
+        if not base or not cand:
+            continue
+        case = r["case_id"]
+        if not math.isclose(stats.speedup({case: base}, {case: cand}, {case: 1.0}), r["speedup"]):
+            continue
+        out[(r["stage"], case)] = stats.speedup_interval({case: base}, {case: cand}, {case: 1.0})
+    return out
+
+
+def _winner_sections(
+    data: dict[str, list[Row]], shown: list[str], min_speedup: float | None
+) -> list[Section]:
     """Per-case speedups and sample distributions of the shown candidate against the baseline."""
     cases = Section("Per-case speedups" + (f" of {shown[0]}" if shown else "")).table(
         ["stage", "case", "weight", "baseline median (us)", "candidate median (us)", "speedup", "candidate CV"],
@@ -266,8 +298,10 @@ def _winner_sections(data: dict[str, list[Row]], shown: list[str]) -> list[Secti
         ],
     )  # fmt: skip
     if shown:
+        speedups = data["run_case_speedups"]
+        intervals = case_intervals(speedups, data["run_samples"], shown[0])
         cases.figures.append(
-            ("case_speedups.svg", plots.case_speedups(data["run_case_speedups"], shown[0]))
+            ("case_speedups.svg", plots.case_speedups(speedups, shown[0], intervals, min_speedup))
         )
     samples = Section("Sample distributions")
     samples.lines = [
