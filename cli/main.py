@@ -16,8 +16,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # is built (15-20 ms of every command's start on a venv with the llm extra); tlxdb uses none.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
 
-from cli import optimize_cmds, store_cmds  # noqa: E402
+from cli import bundle_cmds, optimize_cmds, store_cmds  # noqa: E402
 from cli.group import main  # noqa: E402
 
-for _command in (*store_cmds.COMMANDS, *optimize_cmds.COMMANDS):
+for _command in (*store_cmds.COMMANDS, *optimize_cmds.COMMANDS, *bundle_cmds.COMMANDS):
     main.add_command(_command)

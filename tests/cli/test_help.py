@@ -40,7 +40,7 @@ def test_every_option_of_every_command_has_a_help_text_with_its_default():
             if "[default:" not in text and "required]" not in text:
                 missing.append(f"tlxdb {name} {param.opts[0]}: {text!r}")
     assert missing == []
-    assert {"optimize", "runs", "history"} <= set(names)
+    assert {"optimize", "runs", "history", "bundle new"} <= set(names)
 
 
 def test_the_budget_flags_say_the_tlx_agents_defaults():
@@ -69,6 +69,7 @@ HEAVY = ("optimizer", "matplotlib", "torch", "triton", "litellm", "jinja2", "pro
     [
         (["--help"], ("duckdb", "pyarrow", "tlxstore.store", "queries")),
         (["optimize", "--help"], ("duckdb", "pyarrow", "tlxstore.store")),
+        (["bundle", "new", "--help"], ("duckdb", "pyarrow")),
         (["runs"], ()),
     ],
 )
