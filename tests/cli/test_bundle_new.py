@@ -13,6 +13,8 @@ from click.testing import CliRunner, Result
 
 from cli.main import main
 
+REPO = Path(__file__).resolve().parents[2]
+
 ADD = """
 import torch
 import triton
@@ -107,7 +109,7 @@ def test_a_kernel_and_torch_add_become_a_validated_bundle_and_a_finished_run(tmp
     run = cli(
         "optimize", "--kernel", str(kernel), "--bundle", str(bundle), "--store", str(store),
         "--no-commit-winner", "--max-rounds", "1", "--candidates-per-round", "1",
-        "--benchmark-repetitions", "3", "--result-format", "summary",
+        "--result-format", "summary",
     )  # fmt: skip
     assert run.exit_code in (0, 2), run.output
     result = json.loads(run.stdout)
@@ -157,22 +159,29 @@ def test_the_generated_harness_refuses_an_output_that_is_an_input(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_file_reference_is_copied_into_the_bundle_and_called_by_name(tmp_path):
-    kernel = write_add(tmp_path / "src")
-    ref = tmp_path / "src" / "ref.py"
-    ref.write_text("def add_ref(y, x):\n    return y + x\n")  # another order: called by name
+def test_the_device_scripts_fused_kernel_validates_against_its_reference_file(tmp_path):
+    # benchmarks/device/h200_bundle_new.sh's kernel on the interpreter: a file reference, bf16,
+    # two outputs (y, h) and a scalar
+    here = REPO / "benchmarks" / "device" / "add_rmsnorm"
     made = cli(
-        "bundle", "new", "--kernel", str(kernel), "--entry", "add",
-        "--reference", f"{ref}:add_ref", "--shape", "x=4,50", "--shape", "y=4,50",
-        "--dtype", "float16", "--backend", "cpu", "--out", str(tmp_path / "bundle"),
+        "bundle", "new", "--kernel", str(here / "kernel.py"), "--entry", "add_rmsnorm",
+        "--reference", f"{here / 'ref.py'}:add_rmsnorm", "--shape", "x=4,300",
+        "--shape", "residual=4,300", "--shape", "weight=300", "--scalar", "eps=1e-6",
+        "--dtype", "bfloat16", "--backend", "cpu", "--out", str(tmp_path / "bundle"),
     )  # fmt: skip
     assert made.exit_code == 0, made.output
+    assert "PASS  negative:wrong_answer" in made.stdout
     bundle = tmp_path / "bundle"
-    assert (bundle / "reference_kernel.py").read_text() == ref.read_text()
-    assert "_reference_module().add_ref(**arguments)" in (bundle / "harness.py").read_text()
+    assert (bundle / "reference_kernel.py").read_text() == (here / "ref.py").read_text()
+    assert "_reference_module().add_rmsnorm(**arguments)" in (bundle / "harness.py").read_text()
     [case] = json.loads((bundle / "cases.json").read_text())
-    assert case["case_id"] == "4x50" and case["parameters"]["dtype"] == "float16"
-    assert f"next: tlxdb optimize --kernel {kernel} --bundle {bundle}" in made.stdout
+    assert case["case_id"] == "4x300_300"
+    assert case["parameters"] == {
+        "dtype": "bfloat16",
+        "shapes": {"x": [4, 300], "residual": [4, 300], "weight": [300]},
+        "scalars": {"eps": 1e-6},
+    }
+    assert f"next: tlxdb optimize --kernel {here / 'kernel.py'} --bundle {bundle}" in made.stdout
 
 
 def test_no_validate_writes_the_bundle_unchecked(tmp_path):
