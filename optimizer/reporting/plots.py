@@ -47,6 +47,7 @@ _RC: Any = {
     "legend.fontsize": SMALL_PT,
 }
 BASELINE_STYLE: Any = {"color": "black", "lw": 1.0, "ls": ":"}
+BOX_FILLS = {True: "#9ecae1", False: "#fdae6b"}  # is the baseline -> its boxes' fill
 THRESHOLD_STYLE: Any = {"color": "#d62728", "lw": 1.2, "ls": "--"}
 
 
@@ -74,16 +75,24 @@ def _empty(title: str, why: str) -> str:
 def _reference_lines(ax: Any, min_speedup: float | None) -> None:
     """The baseline (1x) and the min-speedup threshold: two styles, two legend entries, each
     named with its value at the right end of the axis (above the line, the baseline's below, so
-    the labels stay apart when the values are close)."""
-    ax.axhline(1.0, label="baseline (1x)", **BASELINE_STYLE)
+    the labels stay apart when the values are close; on a white ground, over bars too)."""
+    ground = {
+        "boxstyle": "square,pad=0.1",
+        "facecolor": "white",
+        "edgecolor": "none",
+        "alpha": 0.85,
+    }
+    ax.axhline(1.0, label="baseline (1x)", zorder=4, **BASELINE_STYLE)
     ax.annotate("baseline 1x", (1.0, 1.0), xycoords=("axes fraction", "data"),
                 xytext=(-3, -3), textcoords="offset points", ha="right", va="top",
-                fontsize=SMALL_PT)  # fmt: skip
+                fontsize=SMALL_PT, bbox=ground, zorder=5)  # fmt: skip
     if min_speedup:
-        ax.axhline(min_speedup, label=f"min speedup ({min_speedup:g}x)", **THRESHOLD_STYLE)
+        ax.axhline(min_speedup, label=f"min speedup ({min_speedup:g}x)", zorder=4,
+                   **THRESHOLD_STYLE)  # fmt: skip
         ax.annotate(f"min speedup {min_speedup:g}x", (1.0, min_speedup),
                     xycoords=("axes fraction", "data"), xytext=(-3, 3), textcoords="offset points",
-                    ha="right", va="bottom", fontsize=SMALL_PT, color=THRESHOLD_STYLE["color"])  # fmt: skip
+                    ha="right", va="bottom", fontsize=SMALL_PT, color=THRESHOLD_STYLE["color"],
+                    bbox=ground, zorder=5)  # fmt: skip
 
 
 def _error(value: float | None, lo: float | None, hi: float | None) -> list[list[float]] | None:
@@ -170,7 +179,7 @@ def case_speedups(
             ys = [last[c]["speedup"] if c in last else 0.0 for c in cases]
             xs = [j + (i - (len(stages) - 1) / 2) * width for j in range(len(cases))]
             bars = ax.bar(xs, ys, width, label=stage, color=("#4c78a8", "#f58518")[i])
-            ax.bar_label(bars, fmt="%.3g", fontsize=SMALL_PT, label_type="center", color="white")
+            ax.bar_label(bars, fmt="%.3g", fontsize=SMALL_PT, padding=6)  # above the error bar
             for x, y, case in zip(xs, ys, cases, strict=True):
                 ci = intervals.get((stage, case))
                 err = _error(y, *ci) if ci else None
@@ -178,6 +187,7 @@ def case_speedups(
                     ax.errorbar([x], [y], yerr=err, fmt="none", ecolor="black", elinewidth=1.0,
                                 capsize=4, zorder=3)  # fmt: skip
         _reference_lines(ax, min_speedup)
+        ax.margins(y=0.12)  # room for the bar labels
         ax.set_xticks(range(len(cases)), cases, rotation=30 if len(cases) > 4 else 0)
         ax.set_xlabel("case")
         ax.set_ylabel("speedup vs baseline (x), 99% CI")
@@ -200,7 +210,7 @@ def sample_distributions(samples: Sequence[Row], candidate_ids: Sequence[str]) -
             layout="constrained",
         )  # fmt: skip
         for ax, case in zip(axes[0], cases, strict=True):
-            data, labels = [], []
+            data, labels, fills = [], [], []
             for cid in candidate_ids:
                 for phase in ("validation", "round", "revalidation"):
                     vals = [
@@ -211,7 +221,10 @@ def sample_distributions(samples: Sequence[Row], candidate_ids: Sequence[str]) -
                     if vals:
                         data.append(vals)
                         labels.append(f"{cid}\n{phase}")
-            ax.boxplot(data, tick_labels=labels, showfliers=True)
+                        fills.append(BOX_FILLS[cid == BASELINE_ID])
+            boxes = ax.boxplot(data, tick_labels=labels, showfliers=True, patch_artist=True)
+            for box, fill in zip(boxes["boxes"], fills, strict=True):
+                box.set_facecolor(fill)
             if _spans([v for d in data for v in d]):
                 ax.set_yscale("log")
             ax.set_title(case)
