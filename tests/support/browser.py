@@ -1,5 +1,6 @@
 """HTML reports rendered in a real headless Chromium (Debian's `chromium`; .ci/run installs it),
-and what a screenshot shows: its size, the share of drawn pixels and the colours."""
+and what a screenshot shows: its size, the share of drawn pixels, the colours, the share of
+coloured (not grey) pixels: a browser's own error page is drawn too, but in greys."""
 
 from __future__ import annotations
 
@@ -40,3 +41,11 @@ def drawn(png: Path) -> tuple[tuple[int, int], float, int]:
         float((flat < 250).any(axis=1).mean()),
         len(np.unique(flat, axis=0)),
     )
+
+
+def coloured(png: Path) -> float:
+    """The fraction of pixels of a clear colour (channels differing by more than 80 of 255)."""
+    from matplotlib import image
+
+    px = image.imread(png)[..., :3]
+    return float(((px.max(axis=-1) - px.min(axis=-1)) > 80 / 255).mean())
