@@ -32,6 +32,7 @@ import shutil
 import sys
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -105,6 +106,8 @@ class BundleRequest(BaseModel):
 
 
 class Validated(Protocol):
+    """What the validate function returns (lifecycle.ValidationReport is one)."""
+
     passed: bool
     device: DeviceInfo
     checks: list[ValidationCheck]
@@ -113,15 +116,15 @@ class Validated(Protocol):
 Validate = Callable[[Path, BundlePaths], Validated]
 
 
-class NewBundle(BaseModel):
-    """What new_bundle did: the files it wrote (none when a check failed) and the checks."""
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+@dataclass(frozen=True)
+class NewBundle:
+    """What new_bundle did: the bundle's files, whether they were written (not when a check
+    failed) and the validation (None when not asked for)."""
 
     out: Path
     files: list[str]
     written: bool
-    validation: Any = None  # the Validated report, or None when not validated
+    validation: Validated | None
 
 
 # ---- the command line's words -----------------------------------------------------------------
