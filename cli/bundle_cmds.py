@@ -135,16 +135,18 @@ def new_cmd(
     made = new_bundle(
         request, (lambda k, paths: lifecycle.validate_only(k, paths, {})) if validate else None
     )
-    if made.validation is not None:
-        render_validation(made.validation)
-    if not made.written:
-        failed = next(c for c in made.validation.checks if not c.passed)
-        raise click.ClickException(
-            f"validation failed ({failed.name}): {failed.detail}; nothing was written (fix the "
-            "kernel or --reference, or write the bundle with --no-validate and edit its harness)"
-        )
+    report = made.validation
+    if report is not None:
+        render_validation(report)
+        if not made.written:  # only a failed validation keeps a bundle from being written
+            failed = next(c for c in report.checks if not c.passed)
+            raise click.ClickException(
+                f"validation failed ({failed.name}): {failed.detail}; nothing was written (fix "
+                "the kernel or --reference, or write the bundle with --no-validate and edit its "
+                "harness)"
+            )
     click.echo(f"wrote {made.out}: {', '.join(made.files)}")
-    if made.validation is None:
+    if report is None:
         click.echo(f"not validated; check it with: tlxdb validate --kernel {kernel} --bundle {out}")
     click.echo(f"next: tlxdb optimize --kernel {kernel} --bundle {out}")
 

@@ -18,6 +18,7 @@ from cli.options import BudgetOption, open_store, store_option, with_default
 
 if TYPE_CHECKING:  # imported where used: `tlxdb --help` must not load the optimizer
     from optimizer.bundle.loading import BundlePaths
+    from optimizer.bundle.scaffold import Validated
     from optimizer.reporting.result import RunResult
     from optimizer.run import lifecycle
     from tlxstore.events import Envelope
@@ -61,7 +62,8 @@ def _bundle_options(f: Any) -> Any:
             "--budget",
             type=click.Path(path_type=Path),
             help=with_default(
-                "budget.json: its values override the budget flags.",
+                "A budget.json whose values override the budget flags (as in the TLX agent); "
+                "a budget.json found in --bundle DIR yields to the flags you type.",
                 "the --bundle folder's budget.json, if any",
             ),
         ),
@@ -117,7 +119,7 @@ def _budget_options(f: Any) -> Any:
             flag,
             type=kind,
             cls=BudgetOption,
-            help=f"{text} budget.json in the bundle overrides it.",
+            help=f"{text} Overrides the bundle folder's budget.json; a --budget file overrides it.",
         )
         for flag, (kind, text) in _BUDGET_HELP.items()
     ]
@@ -309,8 +311,9 @@ def optimize(
 ) -> None:
     """Optimize a kernel against a frozen target bundle (build, verify, benchmark, profile, decide).
 
-    Exit status: 0 a winner survived final revalidation; 2 no qualifying winner; 3 committing
-    the winner failed; 130 interrupted (continue with --resume); 1 bad input.
+    Exit status: 0 a winner survived final revalidation; 2 no qualifying winner; 3 the winner is
+    kept in the output folder, not committed (the commit failed, or your kernel or bundle
+    changed during the run); 130 interrupted (continue with --resume); 1 bad input.
 
     \b
     Examples:
@@ -398,7 +401,8 @@ def _located(
     reference: Path | None,
     budget_flags: dict[str, Any],
 ) -> BundlePaths:
-    """The bundle's files; a note on stderr for each flag its budget.json overrides."""
+    """The bundle's files; a note on stderr for each typed flag budget.json disagrees with,
+    saying which wins."""
     from optimizer.bundle.loading import budget_overrides, locate
 
     paths = locate(
@@ -455,7 +459,7 @@ def validate(
         )
 
 
-def render_validation(rep: lifecycle.ValidationReport) -> None:
+def render_validation(rep: Validated) -> None:
     """The device line and the PASS/WARN/FAIL table on stdout, each warning once on stderr."""
     from optimizer.reporting import live
 
