@@ -2,13 +2,14 @@
 # One device call for issue 29: `tlxdb bundle new` on a kernel that is not one of the examples
 # (benchmarks/device/add_rmsnorm/: a fused residual add + RMSNorm, ref.py its PyTorch reference),
 # on the GPU it finds, then `tlxdb optimize` (tune provider, no commit) on the bundle it wrote, then
-# `tlxdb report` and `tlxdb show`. Each step runs under its own `timeout`, and the steps together
-# end within 540 s (TOTAL_S): optimize gets what the steps before it left, less the report's share.
+# `tlxdb export`, `show` and `report`. Each step runs under its own `timeout`, and the steps together
+# end within 540 s (TOTAL_S): optimize gets what the steps before it left, less 60 s for those after.
 # Writes under $OUT, as the steps end:
 #   gpu.txt (the machine), bundle_new.txt (the PASS/WARN/FAIL table and exit status), bundle/ (the
 #   bundle as written), optimize.json (stdout: the result), optimize.log (stderr: the live log and
-#   exit status), show.txt (`tlxdb show RUN`), run.tgz (the run's output folder and its report),
-#   store.tgz (the store, for `tlxdb query`), steps.txt (each step's exit status and seconds).
+#   exit status), show.txt (`tlxdb show RUN`), run/ (the run as a tlxdb export: manifest.json and
+#   events.parquet, the form benchmarks/results/ keeps runs in), report.tgz (`tlxdb report`'s
+#   Markdown, HTML and figures, to look at), steps.txt (each step's exit status and seconds).
 # Usage on the device machine, from the repository root, with `.whl` carried (fetch_wheels.sh):
 #   bash benchmarks/device/h200_bundle_new.sh
 # A dry run here, on the CPU through the Triton interpreter (the venv's python, no wheels; small
@@ -65,9 +66,9 @@ echo "exit=$?" >>"$OUT/bundle_new.txt"
 cat "$OUT/bundle_new.txt"
 cp -r bundle "$OUT/bundle" 2>/dev/null || { echo "no bundle was written"; exit 1; }
 
-# optimize: what is left less 45 s for the report and the archives; its own budget ends 90 s
+# optimize: what is left less 60 s for export, show, report and archive; its own budget ends 90 s
 # before its timeout, room for the candidate in flight and the final revalidation
-optimize_s=$(($(left) - 45))
+optimize_s=$(($(left) - 60))
 if [ "$optimize_s" -lt 150 ]; then
   echo "only ${optimize_s}s left for optimize; not started" | tee -a "$OUT/steps.txt"
   exit 1
@@ -77,15 +78,18 @@ step optimize "$optimize_s" "${tlxdb[@]}" optimize --kernel kernel.py --bundle b
   "${search[@]}" >"$OUT/optimize.json" 2>"$OUT/optimize.log"
 echo "exit=$?" >>"$OUT/optimize.log"
 tail -5 "$OUT/optimize.log"
-if run_id=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["run_id"])' \
-  "$OUT/optimize.json" 2>/dev/null); then
-  step report 30 "${tlxdb[@]}" report "$run_id" --to "$work/report" >/dev/null 2>>"$OUT/optimize.log"
+# the run's id from its result, else (cut off by its timeout: no result) the store's one run
+run_id=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["run_id"])' \
+  "$OUT/optimize.json" 2>/dev/null ||
+  timeout 15 "${tlxdb[@]}" query --format csv "SELECT run_id FROM runs" 2>/dev/null | tail -n +2)
+if [ -n "$run_id" ]; then
+  step export 15 "${tlxdb[@]}" export "$run_id" --to "$OUT/run" >/dev/null 2>>"$OUT/optimize.log"
   step show 10 "${tlxdb[@]}" show "$run_id" >"$OUT/show.txt" 2>&1
+  step report 30 "${tlxdb[@]}" report "$run_id" --to "$work/report" >/dev/null 2>>"$OUT/optimize.log"
+  step archive 5 tar czf "$OUT/report.tgz" -C "$work" report
 else
-  echo "optimize gave no result (optimize.log says why)" | tee -a "$OUT/steps.txt"
+  echo "optimize left no run in the store (optimize.log says why)" | tee -a "$OUT/steps.txt"
 fi
-step archive 5 tar czf "$OUT/run.tgz" -C "$work" --ignore-failed-read run report
-step store 20 tar czf "$OUT/store.tgz" -C "$work" store.duckdb
 echo "total seconds=$SECONDS of $total_s" >>"$OUT/steps.txt"
 cat "$OUT/steps.txt"
 ls -la "$OUT"
