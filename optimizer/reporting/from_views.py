@@ -9,6 +9,7 @@ tables with the figures inline), with the figures as SVG files beside them (plot
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import queries
+from optimizer.decision import stats
 from optimizer.reporting import plots
 from optimizer.reporting.live import cpu_list
 from optimizer.run.folder import write_atomic
 from tlxstore.errors import UnknownRunError
 from tlxstore.events import BASELINE_ID, RunEnvironment
+from tlxstore.hashing import tagged_prefix
 from tlxstore.store import Store
 
 Row = dict[str, Any]
@@ -180,7 +183,7 @@ def run_sections(data: dict[str, list[Row]]) -> list[Section]:
         _run_head(run, settings),
         _validation(data["run_validation"]),
         _candidates(cands, settings),
-        *_winner_sections(data, shown),
+        *_winner_sections(data, shown, settings["min_speedup"] if settings else None),
         *_evidence_sections(data),
         *_machine_sections(data, run),
         *_optional_sections(data, run),
@@ -321,7 +324,37 @@ def _shown(run: Row, cands: list[Row]) -> list[str]:
     return shown
 
 
-def _winner_sections(data: dict[str, list[Row]], shown: list[str]) -> list[Section]:
+def case_intervals(
+    speedups: list[Row], samples: list[Row], candidate_id: str
+) -> dict[tuple[str, str], tuple[float, float]]:
+    """(stage, case) -> the 99% bootstrap interval of one case's speedup (optimizer.decision.stats),
+    from the raw samples the stage compared: the baseline's and the candidate's before the final
+    revalidation (the decision), or both sides' revalidation samples. A case whose samples do not
+    give back the recorded speedup (its decision compared other samples: rescaled blocks, several
+    devices) gets no interval rather than a wrong one."""
+    side: dict[tuple[str, str, bool], list[float]] = {}
+    for r in samples:
+        key = (r["candidate_id"], r["case_id"], r["phase"] == "revalidation")
+        side.setdefault(key, []).append(r["sample_us"])
+    out = {}
+    for r in speedups:
+        if r["candidate_id"] != candidate_id or r["speedup"] is None:
+            continue
+        reval = r["stage"] == "revalidation"
+        base = side.get((BASELINE_ID, r["case_id"], reval))
+        cand = side.get((candidate_id, r["case_id"], reval))
+        if not base or not cand:
+            continue
+        case = r["case_id"]
+        if not math.isclose(stats.speedup({case: base}, {case: cand}, {case: 1.0}), r["speedup"]):
+            continue
+        out[(r["stage"], case)] = stats.speedup_interval({case: base}, {case: cand}, {case: 1.0})
+    return out
+
+
+def _winner_sections(
+    data: dict[str, list[Row]], shown: list[str], min_speedup: float | None
+) -> list[Section]:
     """Per-case speedups and sample distributions of the shown candidate against the baseline."""
     cases = Section("Per-case speedups" + (f" of {shown[0]}" if shown else "")).table(
         ["stage", "case", "weight", "baseline median (us)", "candidate median (us)", "speedup", "candidate CV"],
@@ -331,8 +364,10 @@ def _winner_sections(data: dict[str, list[Row]], shown: list[str]) -> list[Secti
         ],
     )  # fmt: skip
     if shown:
+        speedups = data["run_case_speedups"]
+        intervals = case_intervals(speedups, data["run_samples"], shown[0])
         cases.figures.append(
-            ("case_speedups.svg", plots.case_speedups(data["run_case_speedups"], shown[0]))
+            ("case_speedups.svg", plots.case_speedups(speedups, shown[0], intervals, min_speedup))
         )
     samples = Section("Sample distributions")
     samples.lines = [
@@ -431,10 +466,16 @@ def history_sections(kernel: str, data: dict[str, list[Row]]) -> list[Section]:
     return [kh, runs, trends, env, ex]
 
 
+def history_params(kernel: str) -> dict[str, str]:
+    """HISTORY_QUERIES' parameters for what `tlxdb history KERNEL` was given: the kernel's names
+    as typed, and as a bundle digest prefix (with "sha256:" whether typed or not)."""
+    return {"kernel": kernel, "digest": tagged_prefix(kernel)}
+
+
 def write_history_report(store: Store, kernel: str, to_dir: Path) -> Written:
     """report.md, report.html and figures for every run of a kernel (its kernel_id, entry point
-    or normalized path) or bundle (a digest prefix), from the views."""
-    data = queries.report(store, HISTORY_QUERIES, {"kernel": kernel})
+    or normalized path) or bundle (a digest prefix, "sha256:" optional), from the views."""
+    data = queries.report(store, HISTORY_QUERIES, history_params(kernel))
     if not data["history_runs"]:
         raise UnknownRunError(
             f"no run of kernel or bundle {kernel!r} in store {store.location}; "

@@ -62,9 +62,31 @@ def warning_lines(checks: list[ValidationCheck]) -> list[str]:
     return [f"warning: {c.name}: {c.detail}" for c in checks if c.outcome == CheckOutcome.WARN]
 
 
-def _profile_line(e: ProfileCollected, state: RunState) -> str:
+def _said_before(e: ProfileCollected | RooflineAssessed, state: RunState) -> bool:
+    """Whether an earlier event of the run (in `state`) said what `e` says about the target.
+    What cannot exist on a target (Proton on the CPU, a roofline without ceilings) is said once
+    per run, not once per candidate."""
+    for c in state.candidates.values():
+        if isinstance(e, ProfileCollected):
+            if any(p is not e and p.diagnostics == e.diagnostics for p in c.profiles):
+                return True
+        elif any(r is not e and _no_ceiling(r) for r in c.rooflines):
+            return True
+    return False
+
+
+def _no_ceiling(e: RooflineAssessed) -> bool:
+    return e.bandwidth_ceiling_bytes_per_s is None and e.compute_ceiling_flop_per_s is None
+
+
+def _profile_line(e: ProfileCollected, state: RunState) -> str | None:
     if UNAVAILABLE in e.diagnostics:
-        return f"{e.candidate_id} WARNING: {one_line(e.diagnostics)} (profile {e.case_id}: null)"
+        if _said_before(e, state):
+            return None
+        return (
+            f"{e.candidate_id} WARNING: {one_line(e.diagnostics)} (profile {e.case_id}: null; "
+            "the same for every candidate of this run, said once)"
+        )
     base = state.candidates.get(BASELINE_ID)
     base_metrics = {
         m.name: m.value
@@ -95,7 +117,15 @@ def _fraction(achieved: float | None, ceiling: float | None, unit: str, scale: f
     return text
 
 
-def _roofline_line(e: RooflineAssessed) -> str:
+def _roofline_line(e: RooflineAssessed, state: RunState) -> str | None:
+    if _no_ceiling(e) and e.bound == "unknown" and not e.disagreement:
+        if _said_before(e, state):
+            return None
+        return (
+            f"{e.candidate_id} roofline {e.case_id}: no bandwidth or compute ceiling is known for "
+            "this device, so no bound is assessed (the same for every candidate of this run, "
+            "said once)"
+        )
     parts = [
         _fraction(e.achieved_bytes_per_s, e.bandwidth_ceiling_bytes_per_s, "TB/s", 1e12),
         _fraction(e.achieved_flop_per_s, e.compute_ceiling_flop_per_s, "TFLOP/s", 1e12),
@@ -203,7 +233,7 @@ def _candidate_line(e: Event, state: RunState) -> str | None:
         case ProfileCollected():
             return _profile_line(e, state)
         case RooflineAssessed():
-            return _roofline_line(e)
+            return _roofline_line(e, state)
         case ProfilingFinished():
             level = f" ({e.level} set)" if e.level else ""
             return (
