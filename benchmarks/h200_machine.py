@@ -13,9 +13,9 @@ benchmarks/device/h200_machine.sh runs each under its own timeout:
    one round of two candidates, three replicates; ncu left out (PATH without it: its profiles
    are not what this run shows, and cost minutes).
 3. shared: the same, `--provider replay --replay-run QUIET` (the quiet run's candidates, in
-   order), and a competing process (a bf16 matmul loop) on the GPU from c001's proposal until
-   --competitor-seconds after c001's window took its first sample: the calls beside it are
-   marked and measured again, and the decisions should be the quiet run's.
+   order), and from c001's proposal to the run's end a competing process (a bf16 matmul loop)
+   on the GPU in bursts (--competitor-seconds each, one every BURST_PERIOD_S): the calls beside
+   a burst are marked and measured again, and the decisions should be the quiet run's.
 4. summary: both runs exported (`tlxdb export`), and summary.json / summary.md: per run the benchmark
    calls and their machine states (every call has one?), the marked calls, the blocks measured
    again, the decisions, the host-bound notes, the replicates, the environment; whether the two
@@ -76,6 +76,7 @@ while time.monotonic() < end:
 """
 SLEEPER = 'import sys, time; print("busy", flush=True); time.sleep(float(sys.argv[1]))'
 LONGEST_COMPETITOR_S = 120.0  # a competitor stopped by the script is never left running longer
+BURST_PERIOD_S = 8.0  # a competing burst begins every this many seconds (_compete)
 TLXDB = [sys.executable, "-c", "import sys; from cli.main import main; sys.exit(main())"]
 FIXTURE_ORDER = ["quiet", "capped", "degrading", "quiet", "shared", "quiet", "quiet", "quiet"]
 
@@ -192,35 +193,40 @@ def tlxdb_env() -> dict[str, str]:
     return env
 
 
-def _compete(proc: subprocess.Popen[str], events: Path, after_s: float, target: str) -> dict:
-    """A competitor started as c001 is proposed (so its context is up before c001's window
-    starts) and stopped `after_s` seconds after c001's window took its first sample: every
-    call of that stretch ran beside it. When each happened, seconds from the call."""
-    t0, seen, other = time.monotonic(), 0, None
-    when: dict[str, float] = {}
-    try:
-        while proc.poll() is None:
+def _compete(proc: subprocess.Popen[str], events: Path, burst_s: float, target: str) -> dict:
+    """Bursts of a competing process on the GPU from the moment c001 is proposed to the end of
+    the run: every BURST_PERIOD_S a new process, busy `burst_s` seconds once its context is up,
+    then gone. tlxdb writes a candidate's samples when its window ends, so no event can say when
+    a window starts; bursts over the rest of the run put some calls of every window beside a
+    neighbour and leave others quiet. When each burst ran, in seconds from the call."""
+    t0, seen, bursts = time.monotonic(), 0, []
+    started = False
+    while proc.poll() is None:
+        if not started:
             text = events.read_text() if events.exists() else ""
             for line in text[seen:].splitlines(keepends=True):
                 if not line.endswith("\n"):
                     break
                 seen += len(line)
                 rec = json.loads(line)
-                cid = rec["payload"].get("candidate_id")
-                if other is None and rec["type"] == "CandidateProposed" and cid == "c001":
-                    other = competitor(LONGEST_COMPETITOR_S, target)
-                    when["busy_s"] = time.monotonic() - t0
-                if rec["type"] == "BenchmarkSampled" and rec["payload"].get("window_id") == "c001":
-                    when.setdefault("window_s", time.monotonic() - t0)
-            if "window_s" in when and time.monotonic() - t0 >= when["window_s"] + after_s:
-                break
-            time.sleep(0.02)
-    finally:
-        if other is not None:
-            other.terminate()
-            other.wait()
-            when["stopped_s"] = time.monotonic() - t0
-    return when
+                if (
+                    rec["type"] == "CandidateProposed"
+                    and rec["payload"].get("candidate_id") == "c001"
+                ):
+                    started = True
+            if not started:
+                time.sleep(0.02)
+                continue
+        t_start = time.monotonic()
+        other = competitor(min(burst_s, LONGEST_COMPETITOR_S), target)
+        busy = time.monotonic() - t0
+        other.wait()
+        bursts.append({"busy_s": round(busy, 2), "stopped_s": round(time.monotonic() - t0, 2)})
+        rest = BURST_PERIOD_S - (time.monotonic() - t_start)
+        end = time.monotonic() + max(rest, 0.0)
+        while proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)
+    return {"bursts": bursts, "burst_s": burst_s, "period_s": BURST_PERIOD_S}
 
 
 def optimize(args, label: str, out: Path, *provider: str, compete: bool = False) -> dict:
@@ -364,8 +370,9 @@ def main() -> int:
     ap.add_argument(
         "--competitor-seconds",
         type=float,
-        default=1.0,
-        help="how long the competitor stays after c001's window took its first sample",
+        default=2.0,
+        help="how long each competing burst keeps the GPU busy (one every BURST_PERIOD_S from "
+        "c001's proposal to the run's end)",
     )
     ap.add_argument("--max-cv", type=float, help="tlxdb's --max-cv (default: its own)")
     ap.add_argument("--repetitions", type=int, default=4)

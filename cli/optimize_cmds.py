@@ -146,8 +146,9 @@ def _budget_options(f: Any) -> Any:
         click.option(
             "--replicate-tolerance",
             type=float,
-            help="How far the replicates' speedups may spread (max / min - 1) for the winner to "
-            "be kept (default 0.02).",
+            help="How far the replicates' speedups may spread (max / min - 1) and agree (default "
+            "0.02); spread further, the winner is kept, with a note, only when each replicate is "
+            "at least --min-speedup (under --strict-noise: not kept).",
         ),
     ]
     for opt in reversed(opts):

@@ -347,6 +347,29 @@ def _process_name(pid: int) -> str | None:
         return None
 
 
+def process_family(root: int) -> set[int]:
+    """`root` and every process descended from it (children, grandchildren: a tlxdb run's own
+    harness children, ncu and the children under it), read from /proc; {root} where /proc
+    cannot be read."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses; split after the last ")"
+        fields = text[text.rfind(")") + 2 :].split()
+        if len(fields) > 1:
+            parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    family, todo = {root}, [root]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in family:
+                family.add(child)
+                todo.append(child)
+    return family
+
+
 def _quantity(values: list[float], how: Callable[[list[float]], float], scale: float = 1.0):
     return how(values) / scale if values else None
 
@@ -400,13 +423,17 @@ def summarize(
 class DeviceSampler:
     """The sampler of one process (a harness child) on one device.
 
-    Its own process is told apart from neighbours by pid. Where NVML reports pids of another PID
-    namespace (a container), the process's own pid is never seen: then the one process on the
-    device at its first reading, if there is exactly one, is taken to be itself."""
+    Its own run is told apart from neighbours by pid: this process and the whole process family
+    of its parent, the tlxdb run (its other harness children, an ncu child prestarted for the
+    next candidate, which holds a CUDA context while this one is timed), read again whenever a
+    pid not yet known shows up. Where NVML reports pids of another PID namespace (a container),
+    the process's own pid is never seen: then the one process on the device at its first
+    reading, if there is exactly one, is taken to be itself."""
 
     nvml: Nvml
     own_pids: set[int] = field(default_factory=lambda: {os.getpid(), os.getppid()})
     period_s: float = SAMPLE_PERIOD_S
+    family_root: int = field(default_factory=os.getppid)
     _identified: bool = False
 
     def _identify(self, first: Reading) -> None:
@@ -442,6 +469,8 @@ class DeviceSampler:
             stop.set()
             thread.join()
             readings.append(self.nvml.reading())
+            if any(pid not in self.own_pids for r in readings for pid, _ in r.processes):
+                self.own_pids |= process_family(self.family_root)
             out.update(summarize(readings, self.own_pids, self.nvml.source))
 
 

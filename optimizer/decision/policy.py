@@ -37,7 +37,10 @@ the decision notes the marked calls and the host-bound cases (machine.host_notes
 `decide_revalidation` judges a finalist from its revalidation windows only (the finalist and a
 fresh baseline, same child, alternated; one window per independent replicate, each a fresh
 child), never from the round-0 baseline, under rules 3-5 on their pooled blocks, and keeps it only
-when the replicates' speedups agree: max / min - 1 within `replicate_tolerance`.
+when the replicates agree that it wins: replicates whose speedups spread further than
+`replicate_tolerance` (max / min - 1) keep it, with a note, when each of them is at least
+`min_speedup` (they differ in the size of the win, not in the win); under `strict_noise`, or when
+one falls short, it is refused.
 
 Reasons name every criterion that failed, with the numbers; notes what qualified a promotion.
 """
@@ -675,16 +678,24 @@ def decide_revalidation(
     comp = compare_blocks(base_b, fin_b, scored)
     found = measurement_problems(comp, thresholds, protected)
     speedups = _replicate_speedups(replicas, scored)
-    problem = "; ".join(found.problems) or _replicate_problem(
-        speedups, thresholds.replicate_tolerance
+    disagree = _replicate_problem(speedups, thresholds.replicate_tolerance)
+    holds_in_each = bool(speedups) and min(speedups) >= thresholds.min_speedup
+    problem = "; ".join(found.problems) or (
+        disagree if disagree and (thresholds.strict_noise or not holds_in_each) else None
     )
     if problem:
         return result(False, problem, comp, alternations, found.notes + machine_notes, speedups)
-    agreed = (
-        [f"{len(speedups)} replicates in fresh children agree: {_speedups_text(speedups)}"]
-        if len(speedups) > 1
-        else []
-    )
+    if disagree:
+        agreed = [
+            f"{len(speedups)} replicates in fresh children differ in size: "
+            f"{_speedups_text(speedups)}, above the bound of "
+            f"{thresholds.replicate_tolerance:.2%}; each is above min {thresholds.min_speedup}, "
+            f"so the win holds: its smallest, {min(speedups):.4f}x, is the one to quote"
+        ]
+    elif len(speedups) > 1:
+        agreed = [f"{len(speedups)} replicates in fresh children agree: {_speedups_text(speedups)}"]
+    else:
+        agreed = []
     return result(
         True,
         f"speedup {_fmt(comp)} against a fresh baseline over {alternations} interleaved alternations",

@@ -284,3 +284,23 @@ def test_the_environment_is_one_json_line_from_a_trace_and_says_why_nvml_is_unav
     assert here["source"] is None and here["driver_version"] is None
     assert here["unavailable"].startswith(("NVML could not start", "the nvidia-ml-py package"))
     assert here["cpu_affinity"] == sorted(os.sched_getaffinity(0))
+
+
+def test_the_runs_own_processes_are_no_neighbours_and_a_stranger_is():
+    """A process of the run's own family (here a real child of this test process, standing for
+    the ncu child tlxdb prestarts for the next candidate: it holds a CUDA context while this
+    candidate is timed) is not a neighbour; a process outside it is (the H200 run of
+    benchmarks/results/h200_bundle_new_2026-12-04 marked 48 of 48 calls for its own ncu child)."""
+    sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    stranger = 1  # init: an ancestor, never in the family of this process
+    try:
+        reading = {"sm_clock_mhz": 1980, "processes": [[sibling.pid, 1 << 30], [stranger, 1 << 30]]}
+        sampler = nvml.DeviceSampler(
+            nvml.RecordedNvml({"calls": [[reading]]}), family_root=os.getpid()
+        )
+        with sampler.sampling() as call:
+            pass
+    finally:
+        sibling.kill()
+        sibling.wait()
+    assert [n["pid"] for n in call["neighbours"]] == [stranger]
