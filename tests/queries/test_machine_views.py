@@ -45,7 +45,7 @@ def test_the_documented_machine_questions_are_answered(tmp_path):
         ("c001", 1, [1.0, 1.5]),
         (BASELINE_ID, 2, [2.0, 2.5]),
     ]
-    assert "hw_slowdown" in rows[0]["reasons"] and "\"pid\":" in rows[1]["neighbours"]
+    assert "hw_slowdown" in rows[0]["reasons"] and '"pid":' in rows[1]["neighbours"]
     clocks = queries.query(store, QUESTIONS["clocks"]).to_pylist()
     quiet, shared = m.state("quiet")["sm_clock_min_mhz"], m.state("shared")["sm_clock_min_mhz"]
     capped, slowed = m.state("capped")["sm_clock_min_mhz"], m.state("degrading")["sm_clock_min_mhz"]
