@@ -23,6 +23,7 @@ from optimizer.decision.identity import normalized_source
 from tlxstore.config import store_ref
 from tlxstore.errors import QueryFenceError
 from tlxstore.export import export_runs
+from tlxstore.limits import QUERY_TIMEOUT_S
 from tlxstore.store.connection import Sandbox
 from tlxstore.store.sql import JSON_FIELD
 from tlxstore.transfer import copy_runs
@@ -105,11 +106,19 @@ def runs_cmd(store: Path, fmt: str) -> None:
     is_flag=True,
     help="Let the query read your own files too (read_parquet, read_csv); it still writes nothing.",
 )
-def query_cmd(sql: str, store: Path, fmt: str, allow_files: bool) -> None:
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=QUERY_TIMEOUT_S,
+    show_default=True,
+    help="Stop the query after this many seconds (a running query keeps writers waiting).",
+)
+def query_cmd(sql: str, store: Path, fmt: str, allow_files: bool, timeout_s: float) -> None:
     """Run one read-only SQL SELECT over the store's views.
 
     The query runs in a sandbox: it reads the store and nothing else (no files, no extensions,
-    no writes; see docs/QUERY.md).
+    no writes; see docs/QUERY.md), and is stopped after --timeout seconds.
 
     \b
     Views (each with its columns and an example question in docs/STORE.md): runs,
@@ -123,7 +132,9 @@ def query_cmd(sql: str, store: Path, fmt: str, allow_files: bool) -> None:
     """
     try:
         table = queries.query(
-            open_store(store, create=False), sql, sandbox=Sandbox(allow_files=allow_files)
+            open_store(store, create=False),
+            sql,
+            sandbox=Sandbox(allow_files=allow_files, timeout_s=timeout_s),
         )
     except QueryFenceError as exc:
         if allow_files:

@@ -86,7 +86,7 @@ def export_runs(store: Store, run_refs: Sequence[str], to_dir: str | os.PathLike
         raise StoreError(
             f"export folder {dest} already exists and is not empty; choose a new folder"
         )
-    table = store.query(store_sql("export_events"), {"run_ids": run_ids})
+    table = store.query_events(store_sql("export_events"), {"run_ids": run_ids})
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))

@@ -3,6 +3,7 @@ part of the store uses to run them."""
 
 from __future__ import annotations
 
+from contextlib import suppress
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -22,6 +23,13 @@ def store_sql(name: str) -> str:
 def sql_quoted(path: Path | str) -> str:
     """A path as the inside of a single-quoted SQL string literal."""
     return str(path).replace("'", "''")
+
+
+def rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """End a failed transaction. A COMMIT that failed (a full disk) has already ended it, and
+    DuckDB then refuses the ROLLBACK: that refusal must not hide the failure itself."""
+    with suppress(duckdb.TransactionException):
+        con.execute("ROLLBACK")
 
 
 def one_line(exc: BaseException) -> str:
