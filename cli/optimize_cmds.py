@@ -21,6 +21,7 @@ from optimizer.providers import ProviderOptions
 from optimizer.reporting import from_views, live
 from optimizer.reporting.result import EXIT_INTERRUPTED, RunResult
 from optimizer.run import lifecycle, redecide
+from tlxstore.errors import RunInterruptedError
 from tlxstore.events import CandidateProposed, Envelope
 from tlxstore.fold import RunState
 from tlxstore.redaction import Redactor
@@ -229,9 +230,15 @@ def optimize(
         live.close()
         click.echo("interrupted before the run started; nothing was written", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except RunInterruptedError as e:  # a full disk: --resume continues the run
+        live.close()
+        click.echo(f"Error: {Redactor.from_environment().text(e.message)}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     finally:
         live.close()
     _render(result, result_format)
+    for line in result.notes:
+        click.echo(f"note: {Redactor.from_environment().text(line)}", err=True)
     sys.exit(result.exit_code)
 
 

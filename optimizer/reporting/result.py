@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.decision import stats
 from tlxstore.events import BASELINE_ID, Outcome, Phase, StoppingReason
@@ -79,6 +79,9 @@ class RunResult(BaseModel):
     winner_id: str | None
     commit: CommitResult | None
     experiments: list[Experiment]
+    # lines for the user about the run's surroundings, not its result (the CLI prints them on
+    # stderr); never part of the JSON
+    notes: list[str] = Field(default_factory=list, exclude=True)
 
     @property
     def exit_code(self) -> int:

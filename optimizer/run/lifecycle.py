@@ -433,9 +433,22 @@ def optimize(
                     )
                 run.log = RunLog.open(setup.output.log_path, redactor=_redactor(prep))
                 run.ingest()
-                return run.run()
+                return _finished(run)
         finally:
             prep.evaluator.close()
+
+
+def _finished(run: RunLoop) -> RunResult:
+    """Run the loop to its end; the result notes events the store could not take (it stayed
+    busy: the run went on on its log, which holds them)."""
+    result = run.run()
+    if not run.link.behind:
+        return result
+    note = (
+        f"store {run.s.store.location} stayed busy ({run.link.busy}); {run.link.behind} events "
+        f"of run {result.run_id} are in its log only: add them with `tlxdb import {result.output_dir}`"
+    )
+    return result.model_copy(update={"notes": [*result.notes, note]})
 
 
 def _validate_run(run: RunLoop, prep: Prepared, out: Path, strict: bool) -> None:
@@ -565,7 +578,7 @@ def _resume_held(
             observer,
             _vcs_snapshot(request, out),
         )
-        return RunLoop(setup, log, envelopes, elapsed_before_s=_elapsed_s(envelopes)).run()
+        return _finished(RunLoop(setup, log, envelopes, elapsed_before_s=_elapsed_s(envelopes)))
 
 
 class ValidationReport(BaseModel):
