@@ -14,8 +14,8 @@ from typing import IO, Any
 
 import click
 
-import queries
 from cli.options import open_store, store_option
+from cli.terminal import for_stream
 from optimizer.bundle.loading import FLAG_DEFAULTS, BundlePaths, budget_overrides, locate
 from optimizer.providers import ProviderOptions
 from optimizer.reporting import from_views, live
@@ -98,7 +98,7 @@ class LiveLog:
         if self.tty and self._progress:
             self.stream.write("\r\033[K")
         if line is not None:
-            self.stream.write(self.redactor.text(line) + "\n")
+            self.stream.write(for_stream(self.redactor.text(line), self.stream) + "\n")
         if self.tty:
             self._progress = self._status(env, state)
             self.stream.write(self._progress)
@@ -358,7 +358,7 @@ def show(run: str, store: Path) -> None:
     """One run's timeline: every candidate, its evidence and its decision."""
     envs = _run_envelopes(store, run)
     for line in live.timeline(envs):
-        click.echo(line)
+        click.echo(for_stream(line, sys.stdout))
 
 
 @click.command("report")
@@ -369,7 +369,7 @@ def show(run: str, store: Path) -> None:
     "to_dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Where to write report.md, report.html and the figures (default: the run's output "
-    "folder when it exists, else the current folder).",
+    "folder when it holds the run's own log, else the current folder).",
 )
 def report_cmd(run: str, store: Path, to_dir: Path | None) -> None:
     """Write a run's Markdown and HTML report with its figures, from the store's views, and
@@ -380,12 +380,7 @@ def report_cmd(run: str, store: Path, to_dir: Path | None) -> None:
     """
     s = open_store(store, create=False)
     run_id = s.resolve_run(run)
-    if to_dir is None:
-        [row] = queries.query(
-            s, "SELECT output_dir FROM runs WHERE run_id = $r", {"r": run_id}
-        ).to_pylist()
-        out = Path(row["output_dir"] or ".")
-        to_dir = out if out.is_dir() else Path.cwd()
+    to_dir = to_dir or from_views.report_folder(s, run_id)
     for p in from_views.write_run_report(s, run_id, to_dir):
         click.echo(str(p))
 

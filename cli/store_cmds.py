@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,12 @@ import pyarrow as pa
 import importers
 import queries
 from cli.options import open_store, store_option
+from cli.terminal import for_stream
 from optimizer.decision.identity import normalized_source
 from tlxstore.config import store_ref
 from tlxstore.errors import QueryFenceError
 from tlxstore.export import export_runs
-from tlxstore.limits import QUERY_TIMEOUT_S
+from tlxstore.limits import QUERY_MAX_ROWS, QUERY_TIMEOUT_S
 from tlxstore.store.connection import Sandbox
 from tlxstore.store.sql import JSON_FIELD
 from tlxstore.transfer import copy_runs
@@ -94,7 +96,7 @@ def render(table: pa.Table, fmt: str) -> str:
 def runs_cmd(store: Path, fmt: str) -> None:
     """The runs in the store, newest first."""
     table = queries.query(open_store(store, create=False), queries.statement(RUNS_SQL))
-    click.echo(render(table, fmt))
+    click.echo(for_stream(render(table, fmt), sys.stdout))
 
 
 @click.command("query")
@@ -118,7 +120,8 @@ def query_cmd(sql: str, store: Path, fmt: str, allow_files: bool, timeout_s: flo
     """Run one read-only SQL SELECT over the store's views.
 
     The query runs in a sandbox: it reads the store and nothing else (no files, no extensions,
-    no writes; see docs/QUERY.md), and is stopped after --timeout seconds.
+    no writes; see docs/QUERY.md), is stopped after --timeout seconds, and prints at most
+    1,000,000 rows (a larger result is refused: add a LIMIT).
 
     \b
     Views (each with its columns and an example question in docs/STORE.md): runs,
@@ -134,7 +137,7 @@ def query_cmd(sql: str, store: Path, fmt: str, allow_files: bool, timeout_s: flo
         table = queries.query(
             open_store(store, create=False),
             sql,
-            sandbox=Sandbox(allow_files=allow_files, timeout_s=timeout_s),
+            sandbox=Sandbox(allow_files=allow_files, timeout_s=timeout_s, max_rows=QUERY_MAX_ROWS),
         )
     except QueryFenceError as exc:
         if allow_files:
@@ -142,7 +145,7 @@ def query_cmd(sql: str, store: Path, fmt: str, allow_files: bool, timeout_s: flo
         raise click.ClickException(
             f"{exc.message} (a query reads only the store; --allow-files lets it read your files)"
         ) from None
-    click.echo(render(table, fmt))
+    click.echo(for_stream(render(table, fmt), sys.stdout))
 
 
 @click.command("export")

@@ -22,9 +22,10 @@ INT64_MAX = 2**63 - 1
 
 # Samples accepted from one benchmark call of one case (a harness child's reply, a TLX folder's
 # timing.samples_us). A harness asked for `repetitions` samples that returns more has the first
-# max(repetitions, MAX_SAMPLES_PER_CASE) kept and the rest left out with a warning. 10,000 samples
-# keep a bootstrap interval (2,000 resamples a side) near 160 MB; a million would need 16 GB.
-MAX_SAMPLES_PER_CASE = 10_000
+# max(repetitions, MAX_SAMPLES_PER_CASE) kept and the rest left out (the live log says so); a TLX
+# folder with more is refused. The bootstrap interval draws 2,000 resamples of every case and
+# side: 1,000 samples take 16 MB a draw, the 2,000,000 a harness once returned took 29.8 GiB.
+MAX_SAMPLES_PER_CASE = 1_000
 
 # How deeply a JSON document tlxdb reads from a user's files may nest (cases.json, target.json,
 # budget.json, experiments.json, result.json). Real ones nest a few levels; Python's parser
@@ -35,6 +36,12 @@ MAX_JSON_DEPTH = 64
 # (`--timeout`): well under the store lock's 60 s (TLXDB_LOCK_TIMEOUT_S), so a query never holds
 # the store long enough to make a writer give up.
 QUERY_TIMEOUT_S = 30.0
+
+# The most rows `tlxdb query` prints: a result is refused as soon as it passes them. Printing 30
+# million rows took 3.5 minutes and 12 GB of memory (a smaller machine would have killed it);
+# a million is what a terminal or a pipe can still use. Larger results belong in a file
+# (`tlxdb export --view`, or a DuckDB client on the store).
+QUERY_MAX_ROWS = 1_000_000
 
 
 def loads_bounded(text: str | bytes, name: str) -> Any:

@@ -39,6 +39,7 @@ from tlxstore.events import (
     ValidationCheck,
 )
 from tlxstore.fold import CandidateState, RunState
+from tlxstore.limits import MAX_SAMPLES_PER_CASE
 
 
 def ci_text(speedup: float | None, lo: float | None, hi: float | None) -> str:
@@ -164,6 +165,19 @@ def _run_line(env: Envelope, state: RunState) -> str | None:
     return None
 
 
+def _more_samples_than_asked(samples: int, state: RunState) -> str:
+    """A warning when the harness returned more samples than the run asked for: tlxdb keeps
+    the first max(asked, MAX_SAMPLES_PER_CASE) of them (optimizer/evaluation/child.py)."""
+    asked = state.started.thresholds.benchmark_repetitions if state.started else samples
+    if samples <= asked:
+        return ""
+    kept = max(asked, MAX_SAMPLES_PER_CASE)
+    return (
+        f" WARNING: the harness returned more samples than the {asked} asked; tlxdb keeps the "
+        f"first {kept} at most"
+    )
+
+
 def _candidate_line(e: Event, state: RunState) -> str | None:
     """The line of an event about one candidate's evidence and decision."""
     match e:
@@ -196,6 +210,7 @@ def _candidate_line(e: Event, state: RunState) -> str | None:
             return (
                 f"{e.candidate_id} bench {e.case_id}{block}: median {n.median_us:.1f} us, "
                 f"p95 {n.p95_us:.1f} us, CV {n.cv:.3f} ({n.samples} samples)"
+                f"{_more_samples_than_asked(n.samples, state)}"
             )
         case ProfileCollected():
             return _profile_line(e, state)

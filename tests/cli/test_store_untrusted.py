@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -188,3 +189,84 @@ def test_the_stores_generation_file_is_never_followed_nor_a_folder(tmp_path, kin
     what = "a symlink" if kind == "symlink" else "not a regular file"
     assert line == f"store file {gen} is {what}; remove it (tlxdb makes it anew)"
     assert target.read_text() == "keep me\n"
+
+
+def _store_with_run(tmp: Path) -> Path:
+    store = tmp / "s.duckdb"
+    assert tlx("import", str(run_folder(tmp, "r1", 1)), "--store", str(store)).exit_code == 0
+    return store
+
+
+def test_export_view_never_writes_through_a_planted_temporary_file(tmp_path):
+    """D4: `export --view` wrote its Parquet bytes through a symlink planted at its predictable
+    temporary name (.NAME.tmp)."""
+    store = _store_with_run(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (tmp_path / ".runs.parquet.tmp").symlink_to(victim)
+    r = tlx(
+        "export", "--view", "runs", "--to", str(tmp_path / "runs.parquet"), "--store", str(store)
+    )
+    assert r.exit_code == 0, r.output
+    assert victim.read_text() == "keep me\n"
+    assert not (tmp_path / "runs.parquet").is_symlink()
+    assert [p.name for p in tmp_path.glob(".runs.parquet*")] == [".runs.parquet.tmp"]
+
+
+def test_export_to_a_symlink_or_an_overlong_name_is_one_line(tmp_path):
+    store = _store_with_run(tmp_path)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    long = tmp_path / ("x" * 300)
+    cases = [
+        (["r1", "--to", str(tmp_path / "link")],
+         f"export folder {tmp_path / 'link'} is a symlink; tlxdb writes no new export folder through one"),
+        (["r1", "--to", str(long)], f"cannot write the export folder {long}: File name too long"),
+        (["--view", "runs", "--to", f"{long}.parquet"],
+         f"cannot write the Parquet file {long}.parquet: File name too long"),
+    ]  # fmt: skip
+    for args, message in cases:
+        assert one_error_line(tlx("export", *args, "--store", str(store))) == message
+    assert list((tmp_path / "real").iterdir()) == []
+
+
+def test_an_export_folder_gets_the_permissions_the_umask_gives(tmp_path):
+    """Export folders were made 0700 (mkdtemp's)."""
+    store = _store_with_run(tmp_path)
+    old = os.umask(0o022)
+    try:
+        r = tlx("export", "r1", "--to", str(tmp_path / "e"), "--store", str(store))
+    finally:
+        os.umask(old)
+    assert r.exit_code == 0, r.output
+    assert stat.S_IMODE((tmp_path / "e").stat().st_mode) == 0o755
+
+
+def test_a_query_result_of_more_rows_than_it_prints_is_refused_in_one_line(tmp_path):
+    """A 30M-row result took 3.5 minutes and 12 GB before it printed; now a result stops at the
+    cap (one row over it here, so the test stays small)."""
+    store = _store_with_run(tmp_path)
+    started = time.monotonic()
+    r = tlx("query", "SELECT * FROM range(1000001)", "--store", str(store), "--format", "csv")
+    assert one_error_line(r) == (
+        "the query returns more than 1,000,000 rows; add a LIMIT, or write them to a file with "
+        "`tlxdb export --view` or your own DuckDB client"
+    )
+    assert r.stdout == "" and time.monotonic() - started < 60
+
+
+def test_a_store_path_of_an_unknown_users_home_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("TLXDB_STORE", "~nouser-tlxdb/x.duckdb")
+    expected = (
+        "~nouser-tlxdb/x.duckdb: ~nouser-tlxdb has no home folder here; give the path in full"
+    )
+    assert one_error_line(tlx("runs")) == expected
+    assert one_error_line(tlx("runs", "--store", "~nouser-tlxdb/x.duckdb")) == expected
+
+
+def test_a_malformed_team_url_is_one_line_with_its_password_masked(tmp_path):
+    store = _store_with_run(tmp_path)
+    r = tlx("push", "--store", str(store), "--to", "ducklake:postgres://u:pw@[::1/db")
+    assert one_error_line(r) == (
+        "team store URL 'ducklake:postgres://[redacted]@[::1/db' is malformed: Invalid IPv6 URL"
+    )

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from support.bundles import kernel_copy, vecadd_bundle
-from support.cli import one_error_line, small_optimize
+from support.cli import TLXDB, one_error_line, small_optimize
 
 from cli.main import main
 from tlxstore.events import DecisionMade, Outcome
@@ -118,13 +120,13 @@ def test_an_experiment_id_given_twice_is_refused(tmp_path):
 
 def test_a_case_with_more_samples_than_tlxdb_keeps_is_refused(tmp_path):
     def edit(items):
-        items[1]["performance"]["cases"][0]["timing"]["samples_us"] = [8.0] * 10_001
+        items[1]["performance"]["cases"][0]["timing"]["samples_us"] = [8.0] * 1_001
 
     folder = folder_with(tmp_path, 0, edit)
     line = one_error_line(tlx("import", str(folder), "--store", str(tmp_path / "s.duckdb")))
     assert line.endswith(
-        "experiment r001-c000: performance.cases[0].timing.samples_us must be at most 10000 "
-        "samples, got 10001"
+        "experiment r001-c000: performance.cases[0].timing.samples_us must be at most 1000 "
+        "samples, got 1001"
     )
 
 
@@ -212,3 +214,64 @@ def test_a_negative_speedup_is_refused_not_dropped(tmp_path):
         f"{folder / 'experiments.json'}: experiment r001-c001: aggregate_speedup must be a "
         "positive number, got -5"
     )
+
+
+def test_report_never_writes_where_an_imported_run_says(tmp_path, monkeypatch):
+    """D3: a TLX folder whose result.json named another folder as output_dir: `tlxdb report RUN`
+    (no --to) replaced that folder's report.md and report.html."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    for name in ("report.md", "report.html"):
+        (victim / name).write_text("mine\n")
+    folder = folder_with(tmp_path)
+    result = json.loads((folder / "result.json").read_text())
+    result.pop("artifacts_dir")
+    (folder / "result.json").write_text(json.dumps({**result, "output_dir": str(victim)}))
+    store = tmp_path / "s.duckdb"
+    r = tlx("import", str(folder), "--store", str(store))
+    assert r.exit_code == 0, r.output
+    (run_id,) = json.loads(r.stdout)["paths"][0]["runs"]
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    r = tlx("report", run_id, "--store", str(store))
+    assert r.exit_code == 0, r.output
+    assert (here / "report.md").is_file() and str(here / "report.md") in r.stdout
+    assert [(victim / n).read_text() for n in ("report.md", "report.html")] == ["mine\n"] * 2
+
+
+def _on_a_terminal(*args: str) -> str:
+    """What `tlxdb ARGS` prints with its stdout on a terminal (a pseudo-terminal)."""
+    main_fd, sub_fd = pty.openpty()
+    proc = subprocess.Popen([TLXDB, *args], stdout=sub_fd, stderr=subprocess.PIPE)
+    os.close(sub_fd)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main_fd, 65536)
+        except OSError:  # the terminal's other side closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(main_fd)
+    assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+    return out.decode(errors="replace")
+
+
+def test_show_and_query_escape_imported_control_codes_on_a_terminal(tmp_path):
+    """`show` and `query` printed an imported hypothesis's terminal escape codes as they were
+    (a retitled window, a cleared screen)."""
+    hostile = "faster\x1b]0;pwned\x07\x1b[2J"
+    folder = folder_with(tmp_path, 0, lambda items: items[1].update(hypothesis=hostile))
+    store = tmp_path / "s.duckdb"
+    assert tlx("import", str(folder), "--store", str(store)).exit_code == 0
+    (run_id,) = Store(store).run_ids()
+    sql = "SELECT hypothesis FROM candidates WHERE candidate_id = 'r001-c000'"
+    for args in (["show", run_id], ["query", sql]):
+        shown = _on_a_terminal(*args, "--store", str(store))
+        assert "\x1b" not in shown and "\x07" not in shown, args
+        assert "faster\\x1b]0;pwned\\x07\\x1b[2J" in shown, args
+    piped = tlx("query", sql, "--store", str(store), "--format", "csv")
+    # a pipe or a file gets the text unescaped (click.echo drops the CSI sequence \x1b[2J there)
+    assert "faster\x1b]0;pwned\x07" in piped.stdout

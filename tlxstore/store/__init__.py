@@ -56,7 +56,7 @@ from tlxstore.runlog import log_path, read_envelopes
 from tlxstore.store import generation, projection, reading, schema, views
 from tlxstore.store.connection import Connections, Sandbox
 from tlxstore.store.ingest import IngestTimings, append_new, incoming_table
-from tlxstore.store.sql import arrow, one_line, rollback, store_sql
+from tlxstore.store.sql import TooManyRows, arrow, one_line, rollback, store_sql
 
 
 class Store(Connections):
@@ -290,15 +290,21 @@ class Store(Connections):
         with self._reading(sandbox) as con:
             reading.check_read_only(con, sql)
             timeout_s = sandbox.timeout_s if sandbox is not None else None
+            max_rows = sandbox.max_rows if sandbox is not None else None
             try:
                 for name, body in (views or {}).items():
                     con.execute(f'CREATE TEMPORARY VIEW "{name}" AS {body}')
                 try:
                     with _time_limit(con, timeout_s):
-                        return arrow(con.execute(sql, params))
+                        return arrow(con.execute(sql, params), max_rows)
                 finally:
                     for name in views or {}:
                         con.execute(f'DROP VIEW IF EXISTS temp."{name}"')
+            except TooManyRows:
+                raise QueryError(
+                    f"the query returns more than {max_rows:,} rows; add a LIMIT, or write them to "
+                    "a file with `tlxdb export --view` or your own DuckDB client"
+                ) from None
             except duckdb.InterruptException:
                 raise QueryTimeoutError(
                     f"the query ran past its time limit of {timeout_s:g} s and was stopped; "

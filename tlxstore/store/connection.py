@@ -39,10 +39,13 @@ class Sandbox:
     """How far SQL a user typed may reach: the store alone, or also files (`allow_files`: reading
     the user's own files with read_parquet or read_csv; never writing, never extensions), and for
     how long: a query still running after `timeout_s` seconds is interrupted (QueryTimeoutError),
-    so that it never holds the store long enough to keep a writer out past the lock timeout."""
+    so that it never holds the store long enough to keep a writer out past the lock timeout;
+    and how much it may bring back: a result of more than `max_rows` rows is refused
+    (QueryError) as soon as it passes them, before it fills the memory."""
 
     allow_files: bool = False
     timeout_s: float | None = None
+    max_rows: int | None = None
 
 
 # How DuckDB tells of a damaged file: a block cut off, or one whose checksum fails.
