@@ -58,6 +58,16 @@ def test_a_full_disk_during_a_run_stops_it_resumable_in_one_line(tmp_path):
     assert {r["status"] for r in runs} == {"finished"} and len(runs) == 2
 
 
+def test_an_import_on_a_full_disk_is_one_line_and_the_store_works_with_room_again(tmp_path):
+    store = tmp_path / "s.duckdb"
+    full = tlxdb("import", str(FIXTURE), "--store", str(store), fsize=200_000)
+    assert full.returncode == 1 and full.stderr.splitlines() == [
+        f"Error: the disk is full writing store {store} (File too large)"
+    ]
+    assert tlxdb("import", str(FIXTURE), "--store", str(store)).returncode == 0
+    assert len(json.loads(tlxdb("runs", "--store", str(store), "--format", "json").stdout)) == 1
+
+
 @pytest.mark.slow
 def test_an_output_folder_a_killed_validation_left_is_reused_by_the_next_run(tmp_path):
     """A kill -9 during validation left a half-made --output-dir (the baseline's artifacts)
