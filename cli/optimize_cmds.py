@@ -51,7 +51,10 @@ def _bundle_options(f: Any) -> Any:
             "--target", type=click.Path(path_type=Path), help="target.json, instead of --bundle."
         ),
         click.option(
-            "--budget", type=click.Path(path_type=Path), help="budget.json: overrides the flags."
+            "--budget",
+            type=click.Path(path_type=Path),
+            help="A budget.json whose values override the budget flags (as in the TLX agent); "
+            "a budget.json found in --bundle DIR yields to the flags you type.",
         ),
         click.option(
             "--reference-kernel",
@@ -200,8 +203,9 @@ def optimize(
 ) -> None:
     """Optimize a kernel against a frozen target bundle (build, verify, benchmark, profile, decide).
 
-    Exit status: 0 a winner survived final revalidation; 2 no qualifying winner; 3 committing
-    the winner failed; 130 interrupted (continue with --resume); 1 bad input.
+    Exit status: 0 a winner survived final revalidation; 2 no qualifying winner; 3 the winner is
+    kept in the output folder, not committed (the commit failed, or your kernel or bundle
+    changed during the run); 130 interrupted (continue with --resume); 1 bad input.
 
     \b
     Examples:

@@ -10,7 +10,7 @@ computes the weighted geometric mean of the median ratios; the interval is the
 seeded with a fixed seed, so the same samples always give the same interval (replay re-decides
 identically). The default confidence is 0.99 (a one-sided 0.5% lower tail): with only 10 samples
 a side the percentile bootstrap of a median is somewhat too narrow, and the simulation in
-tests/optimizer/test_policy.py measures the resulting false-promotion rate rather than trusting
+tests/optimizer/decision/test_policy.py measures the resulting false-promotion rate rather than trusting
 the nominal level.
 """
 

@@ -40,7 +40,13 @@ from optimizer.evaluation.ncu_child import NcuProfiler
 from optimizer.evaluation.requests import EvalRequest
 from optimizer.providers.base import Proposal, Provider, ProviderError, SearchExhausted
 from optimizer.reporting.markdown import markdown_report
-from optimizer.reporting.result import RunResult, result_from_state, winner
+from optimizer.reporting.result import (
+    RunResult,
+    kept_not_committed,
+    live_changes,
+    result_from_state,
+    winner,
+)
 from optimizer.run.context import SharedEvidence, build_context, fetch_shared
 from optimizer.run.devices import DevicePool
 from optimizer.run.folder import OutputFolder
@@ -441,7 +447,7 @@ class RunLoop:
         return f"c{sum(1 for c in self.state.candidates if c != BASELINE_ID) + 1:03d}"
 
     def _propose(self, nxt: Next) -> None:
-        self.s.frozen.check()
+        self._check_files(f"before {self._next_id()} was proposed")
         before = file_guard.hash_paths(self.s.frozen.watched)
         ctx = build_context(
             shared=self.link.shared(),
@@ -476,17 +482,20 @@ class RunLoop:
         self._refuse_changed_files(before, self._record_proposal(out, ctx.parent_id, nxt.round))
 
     def _refuse_changed_files(self, before: dict[str, str], cid: str | None) -> None:
-        """After a proposal: a bundle file or the user's kernel that changed while the provider
-        was proposing (an agent runs with the user's rights) flags the proposed candidate
-        (blocking `files:changed`, so the policy rejects it unmeasured) and stops the run
-        (BundleChangedError: bundle_changed, no winner). tlxdb restores nothing: it never
-        writes the user's files."""
+        """After a proposal. The user's kernel or a bundle original that changed while the
+        provider was proposing (the user kept working, or an agent with the user's rights wrote
+        outside its workspace) is recorded and the run goes on (_record_live_changes). A file of
+        the private copy that changed (it is read-only: a process with more rights wrote it)
+        flags the proposed candidate (blocking `files:changed`, so the policy rejects it
+        unmeasured) and stops the run (BundleChangedError: bundle_changed, no winner). tlxdb
+        restores nothing: it never writes the user's files."""
+        while_ = f"while {cid} was being proposed" if cid else "while the provider was proposing"
+        self._record_live_changes(while_)
         watched = self.s.frozen.watched
         changed = file_guard.changed_paths(before, file_guard.hash_paths(watched))
         names = {str(path): label for path, label in watched.items()}
         if not changed:
             return
-        while_ = f"while {cid} was being proposed" if cid else "while the provider was proposing"
         if cid is not None:
             flags = [
                 IntegrityFlagged(
@@ -509,6 +518,39 @@ class RunLoop:
             self.ingest()
         first = changed[0]
         raise BundleChangedError(f"{names[first]} changed {while_} ({first}); the run stops")
+
+    def _check_files(self, when: str) -> None:
+        """Before each step: the private copy must be as frozen (else BundleChangedError stops
+        the run); a user's file that changed is recorded (_record_live_changes)."""
+        self.s.frozen.check()
+        self._record_live_changes(when)
+
+    def _record_live_changes(self, when: str) -> None:
+        """Each of the user's files (the kernel, a bundle original) seen changed for the first
+        time gets a non-blocking `files:live-changed` flag naming it and when it was seen, on the
+        baseline (whose files they are: tlxdb cannot tell who changed them). The run goes on: it
+        measures its frozen copy and the baseline it recorded, so the edit reaches no
+        measurement; its winner is kept in the output folder, not committed. Once the winner
+        is committed (tlxdb wrote the kernel, docs/COMMIT.md) the user's files are theirs again."""
+        started = self.state.started
+        assert started is not None
+        if any(c.success for c in self.state.commits):
+            return
+        known = [f.detail for f in live_changes(self.state)]
+        seen = datetime.now(UTC).strftime("%H:%M:%S")
+        flags = [
+            IntegrityFlagged(
+                candidate_id=BASELINE_ID,
+                guard=file_guard.LIVE_CHANGED,
+                detail=f"{label} ({path}) changed {when} (seen at {seen} UTC)",
+                blocking=False,
+            )
+            for path, label in self.s.frozen.live_changes(started.kernel_sha256)
+            if not any(d.startswith(f"{label} ({path}) changed ") for d in known)
+        ]
+        if flags:
+            self.append(*flags)
+            self.ingest()
 
     def _device(self) -> DeviceInfo:
         assert self.state.started is not None
@@ -627,7 +669,7 @@ class RunLoop:
     def _evaluate(self, nxt: Next) -> None:
         cid = nxt.candidate_id
         assert cid is not None
-        self.s.frozen.check()
+        self._check_files(f"before {cid} was evaluated")
         ncu = self.s.ncu
         if ncu is not None:
             ncu.begin(self._source(cid))  # the prestarted ncu child builds it meanwhile
@@ -708,7 +750,7 @@ class RunLoop:
     # -- parallel runs: one harness child per device, one writer (this thread) --
     def _measure_baselines(self, nxt: Next) -> None:
         """The baseline on every other device, before that device measures a candidate."""
-        self.s.frozen.check()
+        self._check_files("before the other devices' baselines were measured")
         request = self._request(BASELINE_ID).model_copy(update={"profile": False})
         devices = devices_without_baseline(self.state)
         self._in_parallel([(request, d) for d in devices], devices)
@@ -716,7 +758,7 @@ class RunLoop:
     def _evaluate_round(self, nxt: Next) -> None:
         """Every proposed candidate of the round not yet evaluated, each on the next free device
         (a round larger than the device count queues); decisions follow in proposal order."""
-        self.s.frozen.check()
+        self._check_files(f"before round {nxt.round} was evaluated")
         waiting = [
             c.candidate_id
             for c in self.state.undecided()
@@ -816,7 +858,7 @@ class RunLoop:
     def _revalidate(self, nxt: Next) -> None:
         fid = nxt.candidate_id
         assert fid is not None
-        self.s.frozen.check()
+        self._check_files(f"before {fid}'s final revalidation")
         t = self.s.thresholds
         self.s.evaluator.revalidate(
             fid,
@@ -835,7 +877,7 @@ class RunLoop:
 
     def _commit(self, nxt: Next) -> None:
         assert self.s.commit is not None and nxt.candidate_id is not None
-        self.s.frozen.check()
+        self._check_files(f"before {nxt.candidate_id} was committed")
         self.append(self.s.commit(self.state, nxt.candidate_id))
 
     def _end_search(self, nxt: Next) -> None:
@@ -843,7 +885,7 @@ class RunLoop:
         self.append(SearchEnded(reason=nxt.reason, detail=self._exhausted or ""))
 
     def _finish(self, nxt: Next) -> None:
-        self.s.frozen.check()
+        self._check_files("by the end of the run")
         win = winner(self.state)
         rev = next((r for r in self.state.revalidations if r.candidate_id == win), None)
         last_rev = self.state.revalidations[-1] if self.state.revalidations else None
@@ -851,6 +893,8 @@ class RunLoop:
         detail = ended or (last_rev.reason if last_rev and not last_rev.survived else "")
         if win is None and not self.state.revalidations:
             detail = detail or "no candidate beat the baseline"
+        if win is not None:
+            detail = kept_not_committed(self.state, win) or detail
         assert nxt.reason is not None
         self.append(
             RunFinished(
