@@ -59,6 +59,8 @@ class StoppingReason(StrEnum):
     KNOBS_UNREADABLE = "knobs_unreadable"  # nothing left to try that the provider can see, and
     # some knobs it could not read (KnobsUnreadable says which): not a finished search
     PROVIDER_FAILED = "provider_failed"
+    PROVIDER_REPEATING = "provider_repeating"  # the provider proposed only sources measured
+    # before, MAX_DUPLICATES_IN_A_ROW times in a row (optimizer/run/loop.py)
     BUNDLE_CHANGED = "bundle_changed"
     VALIDATION_FAILED = "validation_failed"
     INTERRUPTED = "interrupted"
@@ -131,6 +133,16 @@ class Thresholds(Frozen):
     min_speedup: float = Field(ge=1.0)
     max_cv: float = Field(ge=0)  # 0, as the TLX agent allows: only constant samples (CV 0) pass
     benchmark_repetitions: int = Field(gt=0)
+    # alternation blocks a candidate may get beyond its first ones, while a case's samples in
+    # its window stay noisier than max_cv (docs/GUARDS.md, "Noisy cases")
+    max_extra_blocks: int = Field(default=6, ge=0)
+    # the TLX agent's rule: a case noisier than max_cv blocks promotion whatever the interval
+    strict_noise: bool = False
+    # the final revalidation's independent replicates (fresh children; None: 3 on a GPU, 1 on
+    # the CPU interpreter) and how far their speedups may spread (max / min - 1) for the
+    # finalist to be kept (docs/GUARDS.md, "Replicates")
+    replicates: int | None = Field(default=None, ge=1)
+    replicate_tolerance: float = Field(default=0.02, ge=0)
 
 
 TLX_DEFAULT_THRESHOLDS = Thresholds(
@@ -141,9 +153,18 @@ TLX_DEFAULT_THRESHOLDS = Thresholds(
     min_speedup=1.01,
     max_cv=0.10,
     benchmark_repetitions=10,
+    max_extra_blocks=0,
+    strict_noise=True,
 )
-"""The TLX agent's OptimizationBudget defaults: tlxdb's flag defaults, and what an imported TLX
-agent folder (which does not record its values) is taken to have run with."""
+"""The TLX agent's OptimizationBudget defaults and its rule (a case noisier than max_cv blocks
+promotion; no extra measurement): what an imported TLX agent folder (which does not record its
+values) is taken to have run with."""
+
+DEFAULT_THRESHOLDS = TLX_DEFAULT_THRESHOLDS.model_copy(
+    update={"max_extra_blocks": 6, "strict_noise": False}
+)
+"""tlxdb's flag defaults: the TLX agent's budget, with up to 6 extra alternation blocks for a noisy
+case and promotion on the interval where a case stays noisy (docs/GUARDS.md, "Noisy cases")."""
 
 
 class CheckOutcome(StrEnum):
@@ -190,6 +211,8 @@ class CaseSpeedup(Frozen):
     baseline_p95_us: float | None = None
     candidate_p95_us: float | None = None
     baseline_cv: float | None = None
+    baseline_samples: int | None = None  # how many samples each median is of
+    candidate_samples: int | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,6 +227,7 @@ class Event(Frozen):
 
 
 class RunStarted(Event):
+    SCHEMA_VERSION: ClassVar[int] = 2  # v2: thresholds.max_extra_blocks and strict_noise
     type: Literal["RunStarted"] = "RunStarted"
     argv: list[str]
     host: str
@@ -337,13 +361,26 @@ class CaseVerified(Event):
 
 
 class BenchmarkSampled(Event):
-    """Raw samples of one case. Every sample becomes its own row in the samples view."""
+    """Raw samples of one case, from one harness call. Every sample becomes its own row in the
+    samples view.
 
+    `window_id` names the measurement window the call belongs to: the evaluation of one
+    candidate, in which it and its references (the baseline, the incumbent) were benchmarked
+    alternately in one harness child, `block` by `block`, so that every comparison is made
+    between samples of the same stretch of time. A reference's samples carry the window of the
+    candidate they were measured beside. None: measured before windows existed (version 1), the
+    candidate alone, compared with the baseline's validation samples."""
+
+    SCHEMA_VERSION: ClassVar[int] = 2
     type: Literal["BenchmarkSampled"] = "BenchmarkSampled"
     candidate_id: str
     case_id: str
     phase: Phase = Phase.ROUND
-    block: int = 0  # for interleaved revalidation: the alternation index
+    block: int = 0  # the alternation block within its window
+    window_id: str | None = None  # the candidate's id, or remeasure_window(it), ...
+    # a block added beyond the first ones: a case of the window was noisier than max_cv, or a
+    # call of it ran while the GPU throttled or was shared (MachineSampled), measured again
+    extra: bool = False
     samples_us: list[float]
     warmup_count: int | None = None
     cache_policy: str | None = None
@@ -352,6 +389,95 @@ class BenchmarkSampled(Event):
     # tlxdb's own warm-up call before the first case's samples (benchmark(artifact, case, 1)
     # after the GPU idled through build and verification): kept, never in a statistic
     warmup_samples_us: list[float] = []
+
+
+def remeasure_window(candidate_id: str) -> str:
+    """The window of a candidate's second measurement (after a tripwire fired)."""
+    return f"{candidate_id}.remeasure"
+
+
+def replicate_window(finalist_id: str, replicate: int) -> str:
+    """The window id of a final revalidation's replicate (0-based): the finalist's own id for
+    the first, as before replicates existed, then `<finalist>.replicate2`, ..."""
+    return finalist_id if replicate == 0 else f"{finalist_id}.replicate{replicate + 1}"
+
+
+class Neighbour(Frozen):
+    """Another process on the GPU while a benchmark call ran (NVML's process list)."""
+
+    pid: int  # as NVML reports it
+    name: str | None = None  # its command name, where this host can read it
+    used_memory_bytes: int | None = None  # the most it held on the device; None: not reported
+    readings: int  # how many of the call's readings saw it
+
+
+class MachineSampled(Event):
+    """The GPU's state while one harness benchmark() call ran: the call whose BenchmarkSampled
+    has the same candidate, case, phase, window and block. Read through NVML in the harness
+    child (profilers/nvml.py): once as the call starts, every 50 ms while it runs, once as it
+    ends. Clocks in MHz, power in W, temperature in degrees C; None where NVML could not say.
+    `reasons`: each clocks event reason NVML set (sw_power_cap, hw_slowdown, ...) with the
+    number of readings it was set in. `neighbours`: the other processes on the device. A call
+    seen under a degrading reason or beside a neighbour is left out of every decision and
+    measured again (optimizer/decision/machine.py); its samples stay in the store."""
+
+    type: Literal["MachineSampled"] = "MachineSampled"
+    candidate_id: str
+    case_id: str
+    phase: Phase = Phase.ROUND
+    window_id: str | None = None
+    block: int = 0
+    readings: int = Field(ge=0)
+    duration_ms: float
+    sm_clock_min_mhz: float | None = None
+    sm_clock_median_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    mem_clock_min_mhz: float | None = None
+    mem_clock_median_mhz: float | None = None
+    power_median_w: float | None = None
+    power_max_w: float | None = None
+    temperature_max_c: float | None = None
+    reasons: dict[str, int] = {}
+    neighbours: list[Neighbour] = []
+    source: str = "nvml"  # "recorded": replayed from a trace (TLXDB_NVML_TRACE, for testing)
+
+
+class RunEnvironment(Event):
+    """The machine a run measures on, read once as it starts (and again when it is resumed):
+    the GPU's driver, persistence mode, application clocks, power limit and NUMA node, the CPUs
+    the harness child may run on and their frequency governor. What could not be read is None;
+    `unavailable` says why NVML could not be read at all (the CPU interpreter, no driver), in
+    which case no machine state, throttling, neighbour or host cost is recorded in the run.
+    `history` and `report` warn where runs compared side by side differ in COMPARED."""
+
+    COMPARED: ClassVar[tuple[str, ...]] = (
+        "driver_version",
+        "persistence_mode",
+        "application_sm_clock_mhz",
+        "application_mem_clock_mhz",
+        "power_limit_w",
+        "gpu_numa_node",
+        "cpu_affinity",
+        "cpu_governor",
+    )
+    type: Literal["RunEnvironment"] = "RunEnvironment"
+    source: str | None = None  # "nvml", "recorded" (TLXDB_NVML_TRACE), None: not read
+    unavailable: str | None = None
+    gpu_name: str | None = None
+    gpu_uuid: str | None = None
+    pci_bus_id: str | None = None
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    persistence_mode: bool | None = None
+    application_sm_clock_mhz: int | None = None
+    application_mem_clock_mhz: int | None = None
+    default_application_sm_clock_mhz: int | None = None
+    max_sm_clock_mhz: int | None = None
+    power_limit_w: float | None = None
+    default_power_limit_w: float | None = None
+    gpu_numa_node: int | None = None
+    cpu_affinity: list[int] | None = None
+    cpu_governor: str | None = None
 
 
 class ProfileCollected(Event):
@@ -459,6 +585,15 @@ class InfrastructureFailed(Event):
 
 
 class DecisionMade(Event):
+    """What was decided about a candidate, once, by the loop; views copy it and derive nothing.
+
+    `measured`: the decision rests on a full measurement of the candidate's source (not a
+    duplicate, no infrastructure failure cut it short), so the source counts as measured under
+    the run's measurement key (optimizer.decision.policy.counts_as_measured); None in events
+    recorded before version 2, where the store derives it as it did then. `notes`: what did not
+    block the decision but qualifies it (a case noisier than max_cv, decided on its interval)."""
+
+    SCHEMA_VERSION: ClassVar[int] = 2
     type: Literal["DecisionMade"] = "DecisionMade"
     candidate_id: str
     outcome: Outcome
@@ -468,6 +603,8 @@ class DecisionMade(Event):
     ci_high: float | None = None
     compared_to: str | None = None  # the incumbent it had to beat
     cases: list[CaseSpeedup] = []
+    measured: bool | None = None
+    notes: list[str] = []
 
 
 class ExclusionRecorded(Event):
@@ -482,6 +619,13 @@ class ExclusionRecorded(Event):
 
 
 class FinalistRevalidated(Event):
+    """One finalist against a fresh baseline, alternated in one child, in each of its
+    independent replicates (a fresh child each; `replicate_speedups`, one per replicate, in
+    order; empty before replicates existed, which measured one). When it does not survive, the
+    next promoted candidate by decided speedup is revalidated (the winner chain, at most
+    MAX_FINALISTS of optimizer/run/loop.py); the first that survives is the winner."""
+
+    SCHEMA_VERSION: ClassVar[int] = 2
     type: Literal["FinalistRevalidated"] = "FinalistRevalidated"
     candidate_id: str
     survived: bool
@@ -491,6 +635,8 @@ class FinalistRevalidated(Event):
     ci_high: float | None
     alternations: int
     cases: list[CaseSpeedup] = []
+    notes: list[str] = []
+    replicate_speedups: list[float] = []
 
 
 class CommitAttempted(Event):
@@ -578,7 +724,9 @@ AnyEvent = Annotated[
     | DeviceEvaluated
     | LaunchesObserved
     | KnobsUnreadable
-    | ProfilingFinished,
+    | ProfilingFinished
+    | MachineSampled
+    | RunEnvironment,
     Field(discriminator="type"),
 ]
 

@@ -27,10 +27,12 @@ from tlxstore.events import (
     InfrastructureFailed,
     IntegrityFlagged,
     LaunchesObserved,
+    MachineSampled,
     ModelExchanged,
     Outcome,
     ProfileCollected,
     RooflineAssessed,
+    RunEnvironment,
     RunFinished,
     RunStarted,
     SearchEnded,
@@ -45,6 +47,7 @@ class CandidateState:
     build: BuildFinished | None = None
     verifications: list[CaseVerified] = field(default_factory=list)
     samples: list[BenchmarkSampled] = field(default_factory=list)
+    machine: list[MachineSampled] = field(default_factory=list)  # the GPU during its calls
     profiles: list[ProfileCollected] = field(default_factory=list)
     rooflines: list[RooflineAssessed] = field(default_factory=list)
     launches: list[LaunchesObserved] = field(default_factory=list)
@@ -72,6 +75,24 @@ class CandidateState:
     def decided(self) -> bool:
         return self.decision is not None
 
+    @property
+    def measured(self) -> bool:
+        """Whether its source counts as measured under the run's measurement key: as its
+        decision records it (DecisionMade.measured), or, for a decision recorded before that
+        field, by full_measurement. The baseline has no decision: it is measured once validation
+        benchmarked it."""
+        d = self.decision
+        if self.candidate_id == BASELINE_ID:
+            return bool(self.samples) and full_measurement(self)
+        if d is None:
+            return False
+        return d.measured if d.measured is not None else full_measurement(self)
+
+    def window_samples(self, window_id: str, phase: str) -> list[BenchmarkSampled]:
+        """Its samples of one phase measured in one window (its own, or another candidate's
+        that it was a reference in)."""
+        return [s for s in self.samples if s.window_id == window_id and s.phase == phase]
+
     def samples_by_case(self, phase: str | None = None) -> dict[str, list[float]]:
         """All raw samples (us) per case, optionally of one phase, in recorded order."""
         out: dict[str, list[float]] = {}
@@ -79,6 +100,13 @@ class CandidateState:
             if phase is None or s.phase == phase:
                 out.setdefault(s.case_id, []).extend(s.samples_us)
         return out
+
+
+def full_measurement(c: CandidateState) -> bool:
+    """The rule of "measured", in one place: the candidate is no duplicate and no infrastructure
+    failure (retryable: a timeout, a crash, a stop of tlxdb) cut its evaluation short. The loop
+    records it on every decision (DecisionMade.measured); the store copies what is recorded."""
+    return c.duplicate is None and not any(f.retryable for f in c.failures)
 
 
 @dataclass
@@ -97,6 +125,7 @@ class RunState:
     search_ended: SearchEnded | None = None
     finished: RunFinished | None = None
     devices: DevicesAssigned | None = None  # a parallel run's devices
+    environments: list[RunEnvironment] = field(default_factory=list)  # at start, each resume
     last_seq: int = -1
     # the device of the evaluation whose evidence is being applied, and how many events it has left
     _evaluation: tuple[str, int] | None = field(default=None, repr=False)
@@ -157,6 +186,10 @@ class RunState:
             case BenchmarkSampled():
                 self.candidates[e.candidate_id].samples.append(e)
                 self.candidates[e.candidate_id].sample_devices.append(device)
+            case MachineSampled():
+                self.candidates[e.candidate_id].machine.append(e)
+            case RunEnvironment():
+                self.environments.append(e)
             case ProfileCollected():
                 self.candidates[e.candidate_id].profiles.append(e)
             case RooflineAssessed():

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from optimizer.bundle.spec import CaseSpec, TargetSpec
 from optimizer.evaluation.requests import HarnessBundle
 from tlxstore.errors import ConfigError, TlxdbError
-from tlxstore.events import TLX_DEFAULT_THRESHOLDS, Thresholds
+from tlxstore.events import DEFAULT_THRESHOLDS, Thresholds
 from tlxstore.hashing import digest_file, digest_json
 from tlxstore.limits import loads_bounded
 
@@ -98,6 +98,10 @@ class BudgetFile(BaseModel):
     min_speedup: float | None = Field(None, ge=1.0, allow_inf_nan=False)
     max_cv: float | None = Field(None, ge=0, allow_inf_nan=False)  # 0: only constant samples
     benchmark_repetitions: int | None = Field(None, gt=0)
+    max_extra_blocks: int | None = Field(None, ge=0)
+    strict_noise: bool | None = None
+    replicates: int | None = Field(None, gt=0)
+    replicate_tolerance: float | None = Field(None, ge=0, allow_inf_nan=False)
 
 
 def _one_line(file: str, err: ValidationError, prefix: str = "") -> str:
@@ -320,8 +324,8 @@ def read_kernel(path: Path) -> str:
     return text
 
 
-# The budget flags' defaults are the TLX agent's.
-FLAG_DEFAULTS: dict[str, float | int] = TLX_DEFAULT_THRESHOLDS.model_dump()
+# The budget flags' defaults: tlxdb's (the TLX agent's budget, promotion on the interval for a noisy case).
+FLAG_DEFAULTS: dict[str, float | int] = DEFAULT_THRESHOLDS.model_dump()
 
 
 def _flag(name: str) -> str:
@@ -382,7 +386,12 @@ def resolve_thresholds(
     return Thresholds.model_validate({**FLAG_DEFAULTS, **layers[0], **layers[1]})
 
 
-_BOUNDS = {"min_speedup": "must be at least 1", "max_cv": "must not be negative"}
+_BOUNDS = {
+    "min_speedup": "must be at least 1",
+    "max_cv": "must not be negative",
+    "max_extra_blocks": "must not be negative",
+    "replicate_tolerance": "must not be negative",
+}
 """Each threshold's bound where it is not "greater than 0" (max_cv 0 admits only constant
 samples, as in the TLX agent)."""
 

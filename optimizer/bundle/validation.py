@@ -35,7 +35,7 @@ from pydantic import BaseModel
 from optimizer import pysource
 from optimizer.bundle.loading import FrozenBundle
 from optimizer.bundle.spec import CaseSpec
-from optimizer.decision import stats
+from optimizer.decision import kernel, stats
 from optimizer.evaluation import attribution
 from optimizer.evaluation.evaluator import Evaluator
 from optimizer.evaluation.requests import EvalRequest, EvalSummary
@@ -146,6 +146,11 @@ _GFX_ALIASES: dict[str, str] = {
     **dict.fromkeys(("mi300", "mi300x", "mi300a", "mi325", "mi325x", "cdna3"), "gfx942"),
     **dict.fromkeys(("mi350", "mi350x", "mi355", "mi355x", "cdna4"), "gfx950"),
 }
+_FAMILIES = {  # what a user calls the parts of an expected architecture, for the mismatch line
+    "sm_8x": "Ampere or Ada: A100, A10, L4, L40",
+    "sm_9x": "Hopper: H100, H200, GH200",
+    "sm_10x": "Blackwell: B200, GB200",
+}
 _SM = re.compile(r"^(?:sm_?)?(\d{2,3})[a-z]?$")
 _GFX = re.compile(r"gfx[0-9a-f]+")
 
@@ -204,6 +209,12 @@ def check_arch(arch: str | None, device: DeviceInfo, target_architecture: str = 
             "(e.g. sm_90, hopper, H100, sm_100, blackwell, gfx942, mi300x)"
         )
     if not _satisfies(expected, device):
+        if arch is None:  # a bundle written for another GPU: say which, and how to get one
+            family = _FAMILIES.get(expected)
+            raise ArchMismatchError(
+                f"{where} expects {expected}{f' ({family})' if family else ''}, but the device "
+                f"({device.kind}) is {have}; `tlxdb bundle new` writes a bundle for this device"
+            )
         raise ArchMismatchError(
             f"{where} expects {expected}, but the device ({device.kind}) is {have}"
         )
@@ -451,15 +462,19 @@ def _samples_check(
             "measurement; speedups will be whatever it reports",
         )
     noisy = [
-        f"case {case_id} has CV {stats.cv(s):.3f} > --max-cv {thresholds.max_cv}"
+        f"case {case_id} has CV {stats.cv(s):.3f} > --max-cv {thresholds.max_cv} over "
+        f"{len(s)} samples ({kernel.noise_cause(baseline, case_id)})"
         for case_id, s in by_case.items()
         if stats.cv(s) > thresholds.max_cv
     ]
     if noisy:
-        return _warned(
-            "baseline:samples",
-            "; ".join(noisy) + ": no candidate can be promoted on a case this noisy",
+        consequence = (
+            "no candidate can be promoted on a case this noisy (--strict-noise)"
+            if thresholds.strict_noise
+            else "a candidate is promoted only when its whole interval lies above "
+            "--min-speedup, with a note naming the case (--strict-noise refuses it)"
         )
+        return _warned("baseline:samples", "; ".join(noisy) + ": " + consequence)
     return _passed("baseline:samples", "positive and repeatable")
 
 
@@ -646,6 +661,8 @@ def validate(
             repetitions=thresholds.benchmark_repetitions,
             timeout_s=thresholds.max_candidate_seconds,
             artifacts_dir=artifacts_dir,
+            max_cv=thresholds.max_cv,
+            max_extra_blocks=thresholds.max_extra_blocks,
         ),
         emit,
     )

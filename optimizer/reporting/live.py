@@ -5,7 +5,7 @@ Pure functions (a folded run in, text out). Kernel source text never appears in 
 
 from __future__ import annotations
 
-from optimizer.decision import stats
+from optimizer.decision import machine, stats
 from optimizer.reporting.result import case_numbers
 from tlxstore.events import (
     BASELINE_ID,
@@ -28,11 +28,13 @@ from tlxstore.events import (
     IntegrityFlagged,
     KnobsUnreadable,
     LaunchesObserved,
+    MachineSampled,
     ModelExchanged,
     Phase,
     ProfileCollected,
     ProfilingFinished,
     RooflineAssessed,
+    RunEnvironment,
     RunFinished,
     RunStarted,
     SearchEnded,
@@ -61,9 +63,31 @@ def warning_lines(checks: list[ValidationCheck]) -> list[str]:
     return [f"warning: {c.name}: {c.detail}" for c in checks if c.outcome == CheckOutcome.WARN]
 
 
-def _profile_line(e: ProfileCollected, state: RunState) -> str:
+def _said_before(e: ProfileCollected | RooflineAssessed, state: RunState) -> bool:
+    """Whether an earlier event of the run (in `state`) said what `e` says about the target.
+    What cannot exist on a target (Proton on the CPU, a roofline without ceilings) is said once
+    per run, not once per candidate."""
+    for c in state.candidates.values():
+        if isinstance(e, ProfileCollected):
+            if any(p is not e and p.diagnostics == e.diagnostics for p in c.profiles):
+                return True
+        elif any(r is not e and _no_ceiling(r) for r in c.rooflines):
+            return True
+    return False
+
+
+def _no_ceiling(e: RooflineAssessed) -> bool:
+    return e.bandwidth_ceiling_bytes_per_s is None and e.compute_ceiling_flop_per_s is None
+
+
+def _profile_line(e: ProfileCollected, state: RunState) -> str | None:
     if UNAVAILABLE in e.diagnostics:
-        return f"{e.candidate_id} WARNING: {one_line(e.diagnostics)} (profile {e.case_id}: null)"
+        if _said_before(e, state):
+            return None
+        return (
+            f"{e.candidate_id} WARNING: {one_line(e.diagnostics)} (profile {e.case_id}: null; "
+            "the same for every candidate of this run, said once)"
+        )
     base = state.candidates.get(BASELINE_ID)
     base_metrics = {
         m.name: m.value
@@ -94,7 +118,15 @@ def _fraction(achieved: float | None, ceiling: float | None, unit: str, scale: f
     return text
 
 
-def _roofline_line(e: RooflineAssessed) -> str:
+def _roofline_line(e: RooflineAssessed, state: RunState) -> str | None:
+    if _no_ceiling(e) and e.bound == "unknown" and not e.disagreement:
+        if _said_before(e, state):
+            return None
+        return (
+            f"{e.candidate_id} roofline {e.case_id}: no bandwidth or compute ceiling is known for "
+            "this device, so no bound is assessed (the same for every candidate of this run, "
+            "said once)"
+        )
     parts = [
         _fraction(e.achieved_bytes_per_s, e.bandwidth_ceiling_bytes_per_s, "TB/s", 1e12),
         _fraction(e.achieved_flop_per_s, e.compute_ceiling_flop_per_s, "TFLOP/s", 1e12),
@@ -118,6 +150,7 @@ def describe(env: Envelope, state: RunState) -> str | None:
 
 _RUN_EVENTS = (
     RunStarted,
+    RunEnvironment,
     BundleValidated,
     ModelExchanged,
     CommitAttempted,
@@ -143,7 +176,13 @@ def _run_line(env: Envelope, state: RunState) -> str | None:
             passed = "validation passed: " + "; ".join(
                 f"{c.name} {c.outcome.value}" for c in e.checks
             )
-            return "\n".join([passed, *warning_lines(e.checks)])
+            base = state.candidates.get(BASELINE_ID)
+            numbers = [
+                f"baseline {n.case_id}: median {n.median_us:.1f} us, p95 {n.p95_us:.1f} us, "
+                f"CV {n.cv:.3f} ({n.samples} samples)"
+                for n in (case_numbers(base, Phase.VALIDATION) if base else [])
+            ]
+            return "\n".join([*numbers, passed, *warning_lines(e.checks)])
         case CommitAttempted():
             if e.success:
                 return f"committed {e.candidate_id} as {e.rev_after}: {e.subject}"
@@ -154,6 +193,8 @@ def _run_line(env: Envelope, state: RunState) -> str | None:
                 f"model exchange {e.exchange_id} ({e.model or e.provider}, {e.latency_ms:.0f} ms{tokens})"
                 + (f": error {e.error}" if e.error else "")
             )
+        case RunEnvironment():
+            return environment_line(e)
         case SearchEnded():
             return f"search ended: {e.reason.value}{' — ' + one_line(e.detail) if e.detail else ''}"
         case RunFinished():
@@ -202,20 +243,11 @@ def _candidate_line(e: Event, state: RunState) -> str | None:
             verdict = "correct" if e.passed else f"INCORRECT: {one_line(e.diagnostics)[-200:]}"
             return f"{e.candidate_id} verify {e.case_id} (attempt {e.attempt}): {verdict}"
         case BenchmarkSampled():
-            s = e.samples_us
-            if not s:
-                return None
-            block = f" block {e.block}" if e.phase == Phase.REVALIDATION else ""
-            n = stats.summarize(s)
-            return (
-                f"{e.candidate_id} bench {e.case_id}{block}: median {n.median_us:.1f} us, "
-                f"p95 {n.p95_us:.1f} us, CV {n.cv:.3f} ({n.samples} samples)"
-                f"{_more_samples_than_asked(n.samples, state)}"
-            )
+            return _sampled_line(e, state)
         case ProfileCollected():
             return _profile_line(e, state)
         case RooflineAssessed():
-            return _roofline_line(e)
+            return _roofline_line(e, state)
         case ProfilingFinished():
             level = f" ({e.level} set)" if e.level else ""
             return (
@@ -228,23 +260,128 @@ def _candidate_line(e: Event, state: RunState) -> str | None:
             who = e.candidate_id or "provider"
             return f"{who} {e.kind.value} during {e.stage}: {one_line(e.diagnostics)[-200:]}"
         case DecisionMade():
-            return (
+            head = (
                 f"{e.candidate_id} {e.outcome.value.upper()}: speedup {ci_text(e.speedup, e.ci_low, e.ci_high)}"
                 f" — {one_line(e.reason)}"
             )
+            return "\n".join([head, *_case_lines(e.cases), *(f"  note: {n}" for n in e.notes)])
         case KnobsUnreadable():
             return f"knobs tune cannot rewrite: {'; '.join(e.reasons)}"
         case LaunchesObserved():
             return None
+        case MachineSampled():
+            return _machine_line(e, state)
         case ExclusionRecorded():
             return f"{e.candidate_id} excluded: {e.signature} ({e.outcome.value})"
         case FinalistRevalidated():
             verdict = "survived" if e.survived else "did NOT survive"
-            return (
+            head = (
                 f"{e.candidate_id} {verdict} final revalidation ({e.alternations} alternations): "
                 f"speedup {ci_text(e.speedup, e.ci_low, e.ci_high)} — {one_line(e.reason)}"
             )
+            return "\n".join([head, *(f"  note: {n}" for n in e.notes)])
     return None
+
+
+def _sampled_line(e: BenchmarkSampled, state: RunState) -> str | None:
+    """Samples measured alone get a line each. In a window (many short calls) only a block a
+    noisy case got beyond the first ones is said, once, for the candidate the window is for;
+    its numbers are in the decision's lines."""
+    if not e.samples_us:
+        return None
+    if e.window_id is None:
+        block = f" block {e.block}" if e.phase == Phase.REVALIDATION else ""
+        n = stats.summarize(e.samples_us)
+        return (
+            f"{e.candidate_id} bench {e.case_id}{block}: median {n.median_us:.1f} us, "
+            f"p95 {n.p95_us:.1f} us, CV {n.cv:.3f} ({n.samples} samples)"
+            f"{_more_samples_than_asked(n.samples, state)}"
+        )
+    if not e.extra or e.candidate_id != e.window_id:
+        return None
+    marked = machine.marked_calls(state, e.window_id, e.phase)
+    so_far = [
+        x
+        for s in state.candidates[e.candidate_id].window_samples(e.window_id, e.phase)
+        if s.case_id == e.case_id and (e.candidate_id, e.case_id, s.block) not in marked
+        for x in s.samples_us
+    ]
+    max_cv = state.started.thresholds.max_cv if state.started else None
+    if marked and (max_cv is None or stats.cv(so_far) <= max_cv):
+        return (
+            f"{e.candidate_id} {e.case_id} measured again, block {e.block}: a call of it ran "
+            "while the GPU throttled or was shared"
+        )
+    return (
+        f"{e.candidate_id} {e.case_id} is noisy (CV {stats.cv(so_far):.3f} over {len(so_far)} "
+        f"samples): measured again, block {e.block}"
+    )
+
+
+def cpu_list(cpus: list[int]) -> str:
+    """CPU numbers as ranges: [0, 1, 2, 3, 8] -> "0-3,8"."""
+    ranges: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if ranges and ranges[-1][1] == cpu - 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in ranges)
+
+
+def environment_line(e: RunEnvironment) -> str:
+    """The run's environment, one line; where NVML cannot be read, that it is unavailable (said
+    once per run: nothing of the machine's state is recorded then)."""
+    cpus = f"process CPUs {cpu_list(e.cpu_affinity)}" if e.cpu_affinity else "process CPUs unknown"
+    host = f"{cpus}, CPU governor {e.cpu_governor or 'unknown'}"
+    if e.unavailable:
+        return (
+            f"environment: {one_line(e.unavailable)}; no clocks, throttling, neighbours or host "
+            f"cost are recorded in this run; {host}"
+        )
+    known = lambda v, unit="": "unknown" if v is None else f"{v:g}{unit}"  # noqa: E731
+    persistence = {True: "on", False: "off", None: "unknown"}[e.persistence_mode]
+    recorded = " (recorded trace, for testing)" if e.source == "recorded" else ""
+    return (
+        f"environment{recorded}: {e.gpu_name or 'GPU'} driver {e.driver_version or 'unknown'}, "
+        f"persistence mode {persistence}, application clocks SM "
+        f"{known(e.application_sm_clock_mhz)} / memory {known(e.application_mem_clock_mhz)} MHz, "
+        f"power limit {known(e.power_limit_w, ' W')}, GPU on NUMA node "
+        f"{known(e.gpu_numa_node)}, {host}"
+    )
+
+
+def _machine_line(e: MachineSampled, state: RunState) -> str | None:
+    """The first marked call of a window, once (the candidate's decision counts them all)."""
+    why = machine.marks(e)
+    if not why or e.window_id is None:
+        return None
+    if len(machine.marked_calls(state, e.window_id, e.phase)) > 1:
+        return None
+    clock = f", SM clock down to {e.sm_clock_min_mhz:g} MHz" if e.sm_clock_min_mhz else ""
+    where = " (final revalidation)" if e.phase == Phase.REVALIDATION else ""
+    return (
+        f"{e.window_id}{where}: a benchmark call ran while the GPU throttled or was shared "
+        f"({e.candidate_id} case {e.case_id} block {e.block}: {'; '.join(why)}{clock}): left out "
+        "of the decision and measured again (the decision's note counts them all)"
+    )
+
+
+def _case_lines(cases: list) -> list[str]:
+    """One line per case of a decision: the two medians side by side, their CVs and counts."""
+    out = []
+    for c in cases:
+        counts = (
+            f", {c.candidate_samples} / {c.baseline_samples} samples"
+            if c.candidate_samples is not None
+            else ""
+        )
+        out.append(
+            f"  {c.case_id}: {c.candidate_median_us:.1f} us vs {c.baseline_median_us:.1f} us baseline "
+            f"({c.speedup:.3f}x), CV {c.candidate_cv:.3f} / "
+            f"{'n/a' if c.baseline_cv is None else format(c.baseline_cv, '.3f')}{counts}"
+        )
+    return out
 
 
 def timing_label(state: RunState) -> str:

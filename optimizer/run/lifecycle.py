@@ -50,6 +50,7 @@ from optimizer.providers.base import Provider
 from optimizer.reporting.result import RunResult, live_changes
 from optimizer.run import devices as run_devices
 from optimizer.run.devices import DevicePool
+from optimizer.run.environment import read_environment
 from optimizer.run.folder import OutputFolder, write_atomic
 from optimizer.run.lease import left_by_a_killed_validation, run_lease, validation_claim
 from optimizer.run.loop import Ceilings, Observer, RunLoop, Setup
@@ -67,6 +68,7 @@ from tlxstore.events import (
     DevicesAssigned,
     Envelope,
     Event,
+    RunEnvironment,
     RunStarted,
     SourceStored,
     StoppingReason,
@@ -360,6 +362,14 @@ def _started(
     )
 
 
+def _environment(prep: Prepared) -> RunEnvironment:
+    """The machine the run measures on (its own device's, in a parallel run), read as a harness
+    child would see it."""
+    python = settings().child_python or sys.executable
+    target = prep.frozen.bundle.target
+    return read_environment(target.backend, python, {**target.environment, **prep.evaluator.pin})
+
+
 def _baseline_events(source: str) -> list:
     raw, norm = source_hashes(source)
     return [
@@ -435,6 +445,7 @@ def optimize(
         run.append(
             _started(request, prep, run_id, out, priors, prov),
             *([prep.devices.assigned] if prep.devices else []),
+            _environment(prep),
             *_baseline_events(prep.kernel_source),
         )
         prep.evaluator.keep_ready = True  # the first candidate's child loads as validation ends
@@ -602,7 +613,9 @@ def _resume_held(
             observer,
             _vcs_snapshot(request, out),
         )
-        return _finished(RunLoop(setup, log, envelopes, elapsed_before_s=_elapsed_s(envelopes)))
+        loop = RunLoop(setup, log, envelopes, elapsed_before_s=_elapsed_s(envelopes))
+        loop.append(_environment(prep))  # the machine may not be the one it started on
+        return _finished(loop)
 
 
 class ValidationReport(BaseModel):

@@ -12,8 +12,15 @@ Invariants:
   the store; a duplicate is recorded with what it duplicates and that result is reused.
   Infrastructure failures do not count as measured.
 - Every rejected or failed candidate gets an exclusion with a signature (its knobs, else its change).
-- The winner is revalidated against a fresh baseline before it is reported or committed; a prior
-  run's winner is never adopted.
+- A candidate is measured in a window with its references (the baseline, and the incumbent
+  when that is another candidate), alternated in one child (optimizer.evaluation.window); its
+  decision compares samples of that window only.
+- The winner is revalidated against a fresh baseline before it is reported or committed, in
+  independent replicates (a fresh child each) that must agree; a prior run's winner is never
+  adopted. When the finalist does not survive, the next promoted candidate
+  (the winner chain, at most MAX_FINALISTS) is revalidated; the first that survives wins.
+- A provider that proposes only sources measured before is stopped after
+  MAX_DUPLICATES_IN_A_ROW duplicates in a row (provider_repeating).
 """
 
 from __future__ import annotations
@@ -33,11 +40,11 @@ from typing import Literal
 from optimizer.bundle.loading import BundleChangedError, FrozenBundle
 from optimizer.decision import kernel, policy, stats
 from optimizer.decision.identity import source_hashes
-from optimizer.evaluation import ncu_child
+from optimizer.evaluation import ncu_child, window
 from optimizer.evaluation.evaluator import Evaluator
 from optimizer.evaluation.guards import files as file_guard
 from optimizer.evaluation.ncu_child import NcuProfiler
-from optimizer.evaluation.requests import EvalRequest
+from optimizer.evaluation.requests import EvalRequest, Reference
 from optimizer.providers.base import Proposal, Provider, ProviderError, SearchExhausted
 from optimizer.reporting.markdown import markdown_report
 from optimizer.reporting.result import (
@@ -52,6 +59,7 @@ from optimizer.run.devices import DevicePool
 from optimizer.run.folder import OutputFolder
 from optimizer.run.storelink import StoreLink
 from queries import lookups
+from queries.models import MeasuredMatch
 from tlxstore.disk import disk_full
 from tlxstore.errors import DiskFullError, RunInterruptedError
 from tlxstore.events import (
@@ -76,6 +84,7 @@ from tlxstore.events import (
     SourceStored,
     StoppingReason,
     Thresholds,
+    replicate_window,
 )
 from tlxstore.fold import CandidateState, RunState, fold
 from tlxstore.runlog import RunLog
@@ -84,6 +93,9 @@ from tlxstore.store import Store
 INTERRUPTED_STAGE = "interrupted"
 REVALIDATION_ALTERNATIONS = 3
 MAX_PROVIDER_FAILURES = 3  # consecutive failures to propose before the run stops
+MAX_DUPLICATES_IN_A_ROW = 4  # consecutive proposals of measured sources before the run stops
+MAX_FINALISTS = 3  # promoted candidates the winner chain revalidates at most
+REVALIDATION_REPLICATES = 3  # on a GPU, unless --replicates says otherwise (docs/GUARDS.md)
 
 Observer = Callable[[Envelope, RunState], None]
 
@@ -144,6 +156,43 @@ def next_slot(state: RunState, per_round: int) -> tuple[int, int]:
     return (r + 1, 1) if used[r] >= per_round else (r, used[r] + 1)
 
 
+def duplicates_in_a_row(state: RunState) -> int:
+    """How many of the last proposals were answered as duplicates, back to the last that was not."""
+    n = 0
+    for c in reversed(state.candidates.values()):
+        if c.candidate_id == BASELINE_ID or c.decision is None:
+            continue
+        if c.decision.outcome != Outcome.DUPLICATE:
+            break
+        n += 1
+    return n
+
+
+def finalists(state: RunState) -> list[str]:
+    """The order the winner chain revalidates in: the incumbent (it beat every candidate promoted
+    before it, each in its own window), then the other promoted candidates, best decided
+    speedup first (the later on a tie); at most MAX_FINALISTS."""
+    incumbent = state.incumbent_id
+    promoted = [
+        (c.decision.speedup or 0.0, i, c.candidate_id)
+        for i, c in enumerate(state.candidates.values())
+        if c.candidate_id not in (BASELINE_ID, incumbent)
+        and c.decision is not None
+        and c.decision.outcome == Outcome.PROMOTED
+    ]
+    ranked = [cid for _, _, cid in sorted(promoted, key=lambda x: (-x[0], -x[1]))]
+    first = [] if incumbent in (None, BASELINE_ID) else [incumbent]
+    return (first + ranked)[:MAX_FINALISTS]
+
+
+def next_finalist(state: RunState) -> str | None:
+    """The next candidate the winner chain revalidates; None once one survived or none is left."""
+    if any(r.survived for r in state.revalidations):
+        return None
+    tried = {r.candidate_id for r in state.revalidations}
+    return next((f for f in finalists(state) if f not in tried), None)
+
+
 def stop_reason(state: RunState, t: Thresholds, budget: Budget) -> StoppingReason | None:
     if state.search_ended is not None:
         return state.search_ended.reason
@@ -151,6 +200,8 @@ def stop_reason(state: RunState, t: Thresholds, budget: Budget) -> StoppingReaso
         return budget.exhausted_as
     if budget.provider_failures >= MAX_PROVIDER_FAILURES:
         return StoppingReason.PROVIDER_FAILED
+    if duplicates_in_a_row(state) >= MAX_DUPLICATES_IN_A_ROW:
+        return StoppingReason.PROVIDER_REPEATING
     if next_slot(state, t.candidates_per_round)[0] > t.max_rounds:
         return StoppingReason.MAX_ROUNDS
     if budget.elapsed_s >= t.max_total_seconds:
@@ -215,10 +266,8 @@ def plan(state: RunState, t: Thresholds, budget: Budget) -> Next:
         return Next(Step.PROPOSE, round=r, index=i)
     if state.search_ended is None:
         return Next(Step.END_SEARCH, reason=reason)
-    finalist = state.incumbent_id
-    if finalist not in (None, BASELINE_ID) and not any(
-        v.candidate_id == finalist for v in state.revalidations
-    ):
+    finalist = next_finalist(state)
+    if finalist is not None:
         return Next(Step.REVALIDATE, finalist, reason=reason)
     if budget.commit and winner(state) is not None and not state.commits:
         return Next(Step.COMMIT, winner(state), reason=reason)
@@ -244,20 +293,6 @@ def signature(p: CandidateProposed) -> str:
 
 
 # ---- acting ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Match:
-    """An earlier measurement of the same source under the same measurement key."""
-
-    run_id: str
-    candidate_id: str
-    match: Literal["raw", "normalized"]
-    outcome: str | None
-    speedup: float | None
-    ci_low: float | None
-    ci_high: float | None
-    pending: bool = False  # proposed earlier in this round, not measured yet (parallel runs)
 
 
 @dataclass(frozen=True)
@@ -613,55 +648,63 @@ class RunLoop:
                 ci_low=m.ci_low,
                 ci_high=m.ci_high,
                 compared_to=f"{m.run_id}/{m.candidate_id}",
+                measured=False,
             ),
         ]
 
-    def _find_in_run(self, raw: str, norm: str) -> Match | None:
+    def _find_in_run(self, raw: str, norm: str) -> MeasuredMatch | None:
         """A measured candidate of this run (the baseline included) with this source, or one
         proposed earlier in the round a parallel run is filling."""
         assert self.state.run_id is not None
         for c in self.state.candidates.values():
             p, d = c.proposal, c.decision
-            if interrupted(c) or infrastructure_failed(c) or c.duplicate is not None:
-                continue
             pending = c.candidate_id != BASELINE_ID and d is None  # in a parallel round
+            if not (pending or c.measured) or (pending and (c.failures or c.duplicate)):
+                continue
             kind: Literal["raw", "normalized"] | None = None
             if p.source_hash == raw:
                 kind = "raw"
             elif p.normalized_hash == norm:
                 kind = "normalized"
             if kind is not None:
-                return Match(
-                    self.state.run_id,
-                    c.candidate_id,
-                    kind,
-                    d.outcome.value if d else None,
-                    d.speedup if d else None,
-                    d.ci_low if d else None,
-                    d.ci_high if d else None,
-                    pending,
+                return MeasuredMatch(
+                    run_id=self.state.run_id,
+                    candidate_id=c.candidate_id,
+                    source_hash=p.source_hash,
+                    match=kind,
+                    outcome=d.outcome.value if d else None,
+                    speedup=d.speedup if d else None,
+                    ci_low=d.ci_low if d else None,
+                    ci_high=d.ci_high if d else None,
+                    reason=d.reason if d else "",
+                    pending=pending,
                 )
         return None
 
-    def _find_in_store(self, raw: str, norm: str) -> Match | None:
-        """A candidate measured under this measurement key in any run of the store (the store
-        decides "measured": a decision no infrastructure failure of its candidate came before)."""
+    def _find_in_store(self, raw: str, norm: str) -> MeasuredMatch | None:
+        """A candidate measured under this measurement key in any run of the store (as its
+        decision recorded it: DecisionMade.measured, projected as proj_decisions.measured)."""
         assert self.state.started is not None
-        m = lookups.find_measured(self.s.store, self.state.started.measurement_key, raw, norm)
-        if m is None:
-            return None
-        return Match(m.run_id, m.candidate_id, m.match, m.outcome, m.speedup, None, None)
+        return lookups.find_measured(self.s.store, self.state.started.measurement_key, raw, norm)
 
     def _request(self, cid: str) -> EvalRequest:
+        """The evaluation of `cid` in its window, beside the baseline and the incumbent."""
         c = self.state.candidates[cid]
         parent = self.state.candidates[c.proposal.parent_id or BASELINE_ID]
         parent_medians = {k: stats.median(v) for k, v in parent.samples_by_case().items() if v}
+        t = self.s.thresholds
+        references = [] if cid == BASELINE_ID else [BASELINE_ID]
+        if self.state.incumbent_id not in (None, BASELINE_ID, cid):
+            references.append(self.state.incumbent_id)
         return EvalRequest(
             candidate_id=cid,
             source=self._source(cid),
             phase=Phase.ROUND,
-            repetitions=self.s.thresholds.benchmark_repetitions,
-            timeout_s=self.s.thresholds.max_candidate_seconds,
+            repetitions=t.benchmark_repetitions,
+            references=[Reference(candidate_id=r, source=self._source(r)) for r in references],
+            max_cv=t.max_cv,
+            max_extra_blocks=t.max_extra_blocks,
+            timeout_s=t.max_candidate_seconds,
             parent_medians_us=parent_medians,
             artifacts_dir=self.s.output.artifacts_dir(cid),
         )
@@ -844,6 +887,7 @@ class RunLoop:
                 candidate_id=cid,
                 outcome=Outcome.FAILED,
                 reason=f"evaluation interrupted by a stop of tlxdb; evaluated again as {new_id}",
+                measured=False,
             ),
             old.model_copy(update={"candidate_id": new_id}),
         )
@@ -855,21 +899,38 @@ class RunLoop:
             self._source(BASELINE_ID),
         )
 
+    def _replicates(self) -> int:
+        """The final revalidation's replicates: --replicates, else REVALIDATION_REPLICATES on a
+        GPU and 1 on the CPU, whose interpreter's timings differ between processes by more than
+        any bound a winner could be held to (docs/MEASUREMENTS.md)."""
+        if self.s.thresholds.replicates is not None:
+            return self.s.thresholds.replicates
+        return 1 if self._device().backend == "cpu" else REVALIDATION_REPLICATES
+
     def _revalidate(self, nxt: Next) -> None:
         fid = nxt.candidate_id
         assert fid is not None
         self._check_files(f"before {fid}'s final revalidation")
         t = self.s.thresholds
-        self.s.evaluator.revalidate(
-            fid,
-            self._source(fid),
-            BASELINE_ID,
-            self._source(BASELINE_ID),
-            alternations=REVALIDATION_ALTERNATIONS,
-            repetitions=t.benchmark_repetitions,
-            timeout_s=t.max_candidate_seconds * (2 * REVALIDATION_ALTERNATIONS + 2),
-            emit=lambda ev: self.append(ev),
-        )
+        replicates = self._replicates()
+        fin = self.state.candidates[fid]
+        done = {s.window_id for s in fin.samples if s.phase == Phase.REVALIDATION}
+        for k in range(replicates):  # each in a fresh child; those measured before a resume kept
+            if replicate_window(fid, k) in done:
+                continue
+            self.s.evaluator.revalidate(
+                fid,
+                self._source(fid),
+                BASELINE_ID,
+                self._source(BASELINE_ID),
+                alternations=REVALIDATION_ALTERNATIONS,
+                repetitions=window.replicate_repetitions(t.benchmark_repetitions, replicates),
+                timeout_s=t.max_candidate_seconds * (2 * REVALIDATION_ALTERNATIONS + 2),
+                emit=lambda ev: self.append(ev),
+                max_cv=t.max_cv,
+                max_extra_blocks=t.max_extra_blocks,
+                window_id=replicate_window(fid, k),
+            )
         self.append(policy.decide_revalidation(self.state, fid, BASELINE_ID, t, *self._weights()))
         if not kernel.has_deep_profile(self.state.candidates[fid]):
             self._profile_kernels(fid, finalist=True)
@@ -891,6 +952,10 @@ class RunLoop:
         last_rev = self.state.revalidations[-1] if self.state.revalidations else None
         ended = self.state.search_ended.detail if self.state.search_ended else ""
         detail = ended or (last_rev.reason if last_rev and not last_rev.survived else "")
+        fell = [r.candidate_id for r in self.state.revalidations if not r.survived]
+        if win is not None and fell:
+            detail += f"{'; ' if detail else ''}final revalidation: {', '.join(fell)} did not "
+            detail += f"survive, {win} did"
         if win is None and not self.state.revalidations:
             detail = detail or "no candidate beat the baseline"
         if win is not None:

@@ -1,4 +1,9 @@
-"""Logs written by released tlxdb versions keep loading, forever; upcasters carry them forward."""
+"""Logs written by released tlxdb versions keep loading, forever; upcasters carry them forward.
+
+golden/v1 holds one of every event type released with the first tlxdb, as it wrote them; an
+event type added later is in the first golden log written after it: golden/v7 (store schema v7),
+a run as that tlxdb writes it (the machine's state per benchmark call, the run's environment, and
+the current versions of the types before them), which must load as long as v1 does."""
 
 from __future__ import annotations
 
@@ -17,6 +22,8 @@ from tlxstore.runlog import read_envelopes
 from tlxstore.upcasting import Upcasters
 
 GOLDEN = Path(__file__).parent / "golden"
+LOGS = ("v1", "v7")
+ADDED_SINCE_V1 = {"MachineSampled": "v7", "RunEnvironment": "v7"}  # type -> its first golden log
 
 
 def _records(version: str) -> list[dict]:
@@ -25,8 +32,30 @@ def _records(version: str) -> list[dict]:
     ]
 
 
-def test_golden_v1_log_holds_every_event_type():
-    assert {r["type"] for r in _records("v1")} == set(EVENT_TYPES)
+def test_golden_v1_log_holds_every_event_type_released_with_it():
+    assert {r["type"] for r in _records("v1")} == set(EVENT_TYPES) - set(ADDED_SINCE_V1)
+
+
+def test_every_event_type_added_since_v1_is_in_its_golden_log():
+    assert set(ADDED_SINCE_V1) <= set(EVENT_TYPES)
+    for event_type, log in ADDED_SINCE_V1.items():
+        assert event_type in {r["type"] for r in _records(log)}, event_type
+
+
+def test_the_golden_logs_hold_every_event_type():
+    assert set().union(*({r["type"] for r in _records(v)} for v in LOGS)) == set(EVENT_TYPES)
+
+
+def test_golden_v7_log_loads_and_folds_with_its_machine_states_and_environment():
+    state = fold(read_envelopes(GOLDEN / "v7"))
+    assert state.run_id == "r20261204-090000-a7c0de"
+    assert state.finished is not None and state.finished.winner_id == "c001"
+    [env] = state.environments
+    assert env.driver_version == "580.159.04" and env.cpu_affinity == list(range(16))
+    machine = state.candidates["baseline"].machine
+    assert [(m.window_id, m.block) for m in machine] == [("baseline", 0), ("c001", 0), ("c001", 1)]
+    assert machine[2].neighbours[0].pid == 4242
+    assert state.revalidations[0].replicate_speedups == [1.6667, 1.665, 1.668]
 
 
 def test_golden_v1_log_loads_and_folds():
@@ -37,15 +66,31 @@ def test_golden_v1_log_loads_and_folds():
     assert state.candidates["c001"].exclusion is not None
 
 
-def test_golden_v1_records_keep_every_value_when_reencoded():
-    """Optional fields added since (with defaults) may appear; nothing recorded may change."""
-    for rec in _records("v1"):
+@pytest.mark.parametrize("log", LOGS)
+def test_golden_records_keep_every_value_when_reencoded(log):
+    """Optional fields added since (with defaults) may appear and an upcast record is written at
+    its type's current version; nothing recorded may change."""
+    for rec in _records(log):
         rec.pop("batch_last")
         again = codec.encode(codec.decode(rec))
-        assert {k: v for k, v in again.items() if k != "payload"} == {
-            k: v for k, v in rec.items() if k != "payload"
+        assert again["schema_version"] == EVENT_TYPES[rec["type"]].SCHEMA_VERSION
+        assert {k: v for k, v in again.items() if k not in ("payload", "schema_version")} == {
+            k: v for k, v in rec.items() if k not in ("payload", "schema_version")
         }
         assert _kept(rec["payload"], again["payload"])
+
+
+def test_released_upcasters_carry_v1_runs_to_what_they_meant():
+    """A v1 run was decided under the TLX agent's CV gate with no extra measurement, its samples
+    were measured alone, and whether its decisions measured their source is left to the store."""
+    state = fold(read_envelopes(GOLDEN / "v1"))
+    assert state.started is not None
+    assert state.started.thresholds.strict_noise is True
+    assert state.started.thresholds.max_extra_blocks == 0
+    assert all(s.window_id is None for c in state.candidates.values() for s in c.samples)
+    decided = [c.decision for c in state.candidates.values() if c.decision is not None]
+    assert decided and all(d.measured is None and d.notes == [] for d in decided)
+    assert all(r.notes == [] for r in state.revalidations)
 
 
 def _kept(old, new) -> bool:

@@ -1,4 +1,4 @@
--- The store's tables (store schema version 5). Created once, in one transaction, by the first writer.
+-- The store's tables (store schema version 7). Created once, in one transaction, by the first writer.
 -- `events` is the truth (one row per event, record form, payload as JSON text); the proj_* tables
 -- are projections of it, brought up to date through `projection_state.projected_pos` (Store.project:
 -- in the ingest's own transaction for a small batch, by the next reader after a large one). *_key columns
@@ -106,8 +106,8 @@ CREATE TABLE proj_decisions (
     source_key BIGINT,
     norm_key BIGINT,
     mk_key BIGINT,
-    -- the decision was reached on a full measurement: no retryable infrastructure failure
-    -- (timeout, crash, an interrupted evaluation) of the candidate came before it
+    -- the decision was reached on a full measurement (DecisionMade.measured, as the loop recorded
+    -- it; for a v1 decision: no retryable infrastructure failure of the candidate came before it)
     measured BOOLEAN
 );
 
@@ -128,7 +128,8 @@ CREATE TABLE proj_samples (
     block INTEGER NOT NULL,
     sample_index INTEGER NOT NULL,
     sample_us DOUBLE NOT NULL,
-    event_seq BIGINT NOT NULL
+    event_seq BIGINT NOT NULL,
+    window_id VARCHAR  -- store schema v6: the measurement window (NULL: measured alone, v1)
 );
 
 -- content-addressed: one row per raw source hash
@@ -182,6 +183,17 @@ CREATE TABLE proj_revalidations (
     alternations INTEGER
 );
 
+-- store schema v6: one row per note of a DecisionMade (stage 'decision') or FinalistRevalidated
+-- ('revalidation'): what qualified it without blocking it (a case noisier than max_cv)
+CREATE TABLE proj_notes (
+    run_id VARCHAR NOT NULL,
+    candidate_id VARCHAR,
+    stage VARCHAR NOT NULL,
+    event_seq BIGINT NOT NULL,
+    note_index INTEGER NOT NULL,
+    note VARCHAR NOT NULL
+);
+
 -- one row per case of every DecisionMade (stage 'decision') and FinalistRevalidated ('revalidation')
 CREATE TABLE proj_case_speedups (
     run_id VARCHAR NOT NULL,
@@ -229,4 +241,31 @@ CREATE TABLE proj_run_candidates (
     promoted STRUCT(candidate_id VARCHAR, speedup DOUBLE)[],
     best_candidate_id VARCHAR,
     best_speedup DOUBLE
+);
+
+-- store schema v7: one row per MachineSampled, the GPU's state during one harness benchmark call
+-- (the BenchmarkSampled of the same run, candidate, case, phase, window and block); reasons: JSON
+-- object of clocks event reason -> readings it was set in; neighbours: JSON list of the other
+-- processes on the device
+CREATE TABLE proj_machine (
+    run_id VARCHAR NOT NULL,
+    candidate_id VARCHAR NOT NULL,
+    case_id VARCHAR NOT NULL,
+    phase VARCHAR NOT NULL,
+    window_id VARCHAR,
+    block INTEGER NOT NULL,
+    event_seq BIGINT NOT NULL,
+    readings INTEGER,
+    duration_ms DOUBLE,
+    sm_clock_min_mhz DOUBLE,
+    sm_clock_median_mhz DOUBLE,
+    sm_clock_max_mhz DOUBLE,
+    mem_clock_min_mhz DOUBLE,
+    mem_clock_median_mhz DOUBLE,
+    power_median_w DOUBLE,
+    power_max_w DOUBLE,
+    temperature_max_c DOUBLE,
+    reasons JSON,
+    neighbours JSON,
+    source VARCHAR
 );
