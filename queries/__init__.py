@@ -21,7 +21,6 @@ import duckdb
 import pyarrow as pa
 
 from tlxstore.errors import ConfigError
-from tlxstore.export import new_destination, write_new_file
 from tlxstore.store import Store
 from tlxstore.store.connection import Sandbox
 
@@ -197,9 +196,13 @@ def export_view(store: Store, name: str, to: Path) -> int:
         view_sql(name)
     except KeyError as exc:
         raise ConfigError(str(exc.args[0])) from None
+    # here, not at import: every command imports this module, and tlxstore.export the codec
+    import pyarrow.parquet as pq
+
+    from tlxstore.export import new_destination, write_new_file
+
     if not new_destination(to, "Parquet file"):
         raise ConfigError(f"{to} exists; give a new file")
-    import pyarrow.parquet as pq  # here, not at import: every command imports this module
 
     table = nest_json(view(store, name))
     write_new_file(to, lambda f: pq.write_table(table, f), "Parquet file")
