@@ -16,7 +16,7 @@ from cli.main import main
 from tlxstore.events import BenchmarkSampled
 from tlxstore.store import Store
 
-RETURNED = 5_000  # samples the harness returns, whatever it is asked for (5)
+RETURNED = 5_000  # samples the harness returns, whatever a call asks for (2: a window's calls)
 # the sleep harness's samples, RETURNED of them, and a bytes_moved no 64-bit column holds
 GREEDY = f"""
 _fixed_benchmark = benchmark
@@ -57,7 +57,7 @@ def test_far_more_samples_than_asked_are_capped_with_a_warning_and_the_run_goes_
     sampled = _sampled(store)
     assert sampled and all(len(e.samples_us) == 1000 for e in sampled)
     assert (
-        "WARNING: the harness returned more samples than the 5 asked; tlxdb keeps the first "
+        "WARNING: the harness returned more samples than the 2 asked; tlxdb keeps the first "
         "1000 at most" in r.stderr
     )
     assert (tmp / "out" / "events.jsonl").stat().st_size < 2_000_000
