@@ -128,27 +128,39 @@ def _budget_options(f: Any) -> Any:
         click.option(
             "--max-extra-blocks",
             type=int,
-            help="Alternation blocks a candidate may get beyond its first ones while a case stays "
-            "noisier than --max-cv (default 6; 0: measure no more). docs/GUARDS.md, 'Noisy cases'.",
+            help=with_default(
+                "Alternation blocks a candidate may get beyond its first ones while a case stays "
+                "noisier than --max-cv (0: measure no more). docs/GUARDS.md, 'Noisy cases'.",
+                6,
+            ),
         ),
         click.option(
             "--strict-noise/--no-strict-noise",
             default=None,
-            help="The TLX agent's rule: a case noisier than --max-cv blocks promotion whatever its "
-            "interval. Default off: such a candidate is promoted when its whole interval lies "
-            "above --min-speedup, with a note naming the case.",
+            help=with_default(
+                "The TLX agent's rule: a case noisier than --max-cv blocks promotion whatever its "
+                "interval. Off: such a candidate is promoted when its whole interval lies above "
+                "--min-speedup, with a note naming the case.",
+                "off",
+            ),
         ),
         click.option(
             "--replicates",
             type=int,
-            help="Independent replicates of the final revalidation, each in a fresh child "
-            "(default 3 on a GPU, 1 on the CPU interpreter). docs/GUARDS.md, 'Replicates'.",
+            help=with_default(
+                "Independent replicates of the final revalidation, each in a fresh child. "
+                "docs/GUARDS.md, 'Replicates'.",
+                "3 on a GPU, 1 on the CPU interpreter",
+            ),
         ),
         click.option(
             "--replicate-tolerance",
             type=float,
-            help="How far the replicates' speedups may spread (max / min - 1) for the winner to "
-            "be kept (default 0.02).",
+            help=with_default(
+                "How far the replicates' speedups may spread (max / min - 1) for the winner to "
+                "be kept.",
+                0.02,
+            ),
         ),
     ]
     for opt in reversed(opts):
