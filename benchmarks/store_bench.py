@@ -3,8 +3,8 @@
 Measures, each with the real library calls:
 - batched append throughput: Store.ingest of 10,000-event batches of a realistic event mix
   (events/s over all batches, and the p50), on an empty store and on the big store, and of
-  50k- and 100k-event batches, each followed by the projection pass the next read runs
-  (Store.project, timed, and a rate with it counted); RunLog.append of 10k-event batches; a
+  50k- and 100k-event batches, each followed by Store.project (timed, and a rate with it
+  counted; every ingest now projects its own batch, so it finds nothing left); RunLog.append of 10k-event batches; a
   whole 100k-event run log read back (read_envelopes), ingested end to end (Store.ingest_log)
   and projected (as `tlxdb import`);
 - the p50 of one durable append: RunLog.append of one event (write + fsync), and Store.ingest of

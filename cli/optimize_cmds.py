@@ -15,6 +15,7 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 
 from cli.options import BudgetOption, open_store, store_option, with_default
+from cli.terminal import for_stream
 
 if TYPE_CHECKING:  # imported where used: `tlxdb --help` must not load the optimizer
     from optimizer.bundle.loading import BundlePaths
@@ -127,28 +128,40 @@ def _budget_options(f: Any) -> Any:
         click.option(
             "--max-extra-blocks",
             type=int,
-            help="Alternation blocks a candidate may get beyond its first ones while a case stays "
-            "noisier than --max-cv (default 6; 0: measure no more). docs/GUARDS.md, 'Noisy cases'.",
+            help=with_default(
+                "Alternation blocks a candidate may get beyond its first ones while a case stays "
+                "noisier than --max-cv (0: measure no more). docs/GUARDS.md, 'Noisy cases'.",
+                6,
+            ),
         ),
         click.option(
             "--strict-noise/--no-strict-noise",
             default=None,
-            help="The TLX agent's rule: a case noisier than --max-cv blocks promotion whatever its "
-            "interval. Default off: such a candidate is promoted when its whole interval lies "
-            "above --min-speedup, with a note naming the case.",
+            help=with_default(
+                "The TLX agent's rule: a case noisier than --max-cv blocks promotion whatever its "
+                "interval. Off: such a candidate is promoted when its whole interval lies above "
+                "--min-speedup, with a note naming the case.",
+                "off",
+            ),
         ),
         click.option(
             "--replicates",
             type=int,
-            help="Independent replicates of the final revalidation, each in a fresh child "
-            "(default 3 on a GPU, 1 on the CPU interpreter). docs/GUARDS.md, 'Replicates'.",
+            help=with_default(
+                "Independent replicates of the final revalidation, each in a fresh child. "
+                "docs/GUARDS.md, 'Replicates'.",
+                "3 on a GPU, 1 on the CPU interpreter",
+            ),
         ),
         click.option(
             "--replicate-tolerance",
             type=float,
-            help="How far the replicates' speedups may spread (max / min - 1) and agree (default "
-            "0.02); spread further, the winner is kept, with a note, only when each replicate is "
-            "at least --min-speedup (under --strict-noise: not kept).",
+            help=with_default(
+                "How far the replicates' speedups may spread (max / min - 1) and agree; spread "
+                "further, the winner is kept, with a note, only when each replicate is at least "
+                "--min-speedup (under --strict-noise: not kept).",
+                0.02,
+            ),
         ),
     ]
     for opt in reversed(opts):
@@ -175,7 +188,7 @@ class LiveLog:
         if self.tty and self._progress:
             self.stream.write("\r\033[K")
         if line is not None:
-            self.stream.write(self.redactor.text(line) + "\n")
+            self.stream.write(for_stream(self.redactor.text(line), self.stream) + "\n")
         if self.tty:
             self._progress = self._status(env, state)
             self.stream.write(self._progress)
@@ -355,6 +368,8 @@ def optimize(
     """
     from optimizer.reporting.result import EXIT_INTERRUPTED
     from optimizer.run import lifecycle
+    from tlxstore.errors import RunInterruptedError
+    from tlxstore.redaction import Redactor
 
     if diagnostic_proton_intra_kernel:
         click.echo(
@@ -373,9 +388,15 @@ def optimize(
         live.close()
         click.echo("interrupted before the run started; nothing was written", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except RunInterruptedError as e:  # a full disk: --resume continues the run
+        live.close()
+        click.echo(f"Error: {Redactor.from_environment().text(e.message)}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     finally:
         live.close()
     _render(result, result_format)
+    for line in result.notes:
+        click.echo(f"note: {Redactor.from_environment().text(line)}", err=True)
     sys.exit(result.exit_code)
 
 
@@ -516,7 +537,7 @@ def show(run: str, store: Path) -> None:
 
     envs = _run_envelopes(store, run)
     for line in live.timeline(envs):
-        click.echo(line)
+        click.echo(for_stream(line, sys.stdout))
 
 
 @click.command("report")
@@ -528,7 +549,7 @@ def show(run: str, store: Path) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help=with_default(
         "Where to write report.md, report.html and the figures.",
-        "the run's output folder when it exists, else the current folder",
+        "the run's output folder when it holds the run's own log, else the current folder",
     ),
 )
 def report_cmd(run: str, store: Path, to_dir: Path | None) -> None:
@@ -539,22 +560,16 @@ def report_cmd(run: str, store: Path, to_dir: Path | None) -> None:
     \b
     Example: tlxdb report r20261130-161908 --to /tmp/rep
     """
-    import queries
     from optimizer.reporting import from_views
 
     s = open_store(store, create=False)
     run_id = s.resolve_run(run)
-    if to_dir is None:
-        [row] = queries.query(
-            s, "SELECT output_dir FROM runs WHERE run_id = $r", {"r": run_id}
-        ).to_pylist()
-        out = Path(row["output_dir"] or ".")
-        to_dir = out if out.is_dir() else Path.cwd()
+    to_dir = to_dir or from_views.report_folder(s, run_id)
     written = from_views.write_run_report(s, run_id, to_dir)
     for p in written.paths:
         click.echo(str(p))
-    for line in written.warnings:
-        click.echo(line, err=True)
+    for line in written.warnings:  # the environments' values are the evidence's text
+        click.echo(for_stream(line, sys.stderr), err=True)
 
 
 @click.command("history")
@@ -587,8 +602,8 @@ def history_cmd(kernel: str, store: Path, to_dir: Path) -> None:
     written = from_views.write_history_report(open_store(store, create=False), kernel, to_dir)
     for p in written.paths:
         click.echo(str(p))
-    for line in written.warnings:
-        click.echo(line, err=True)
+    for line in written.warnings:  # the environments' values are the evidence's text
+        click.echo(for_stream(line, sys.stderr), err=True)
 
 
 @click.command()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from cli.options import open_store, store_option, with_default
+from cli.terminal import for_stream
+from tlxstore.limits import QUERY_MAX_ROWS, QUERY_TIMEOUT_S
 
 if TYPE_CHECKING:  # the store's modules are imported in the commands: `tlxdb --help` stays fast
     import pyarrow as pa
@@ -90,7 +93,7 @@ def runs_cmd(store: Path, fmt: str) -> None:
     import queries
 
     table = queries.query(open_store(store, create=False), queries.statement(RUNS_SQL))
-    click.echo(render(table, fmt))
+    click.echo(for_stream(render(table, fmt), sys.stdout))
 
 
 @click.command("query")
@@ -103,11 +106,20 @@ def runs_cmd(store: Path, fmt: str) -> None:
     help="Let the query read your own files too (read_parquet, read_csv); it still writes "
     "nothing.  [default: off]",
 )
-def query_cmd(sql: str, store: Path, fmt: str, allow_files: bool) -> None:
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=QUERY_TIMEOUT_S,
+    show_default=True,
+    help="Stop the query after this many seconds (a running query keeps writers waiting).",
+)
+def query_cmd(sql: str, store: Path, fmt: str, allow_files: bool, timeout_s: float) -> None:
     """Run one read-only SQL SELECT over the store's views.
 
     The query runs in a sandbox: it reads the store and nothing else (no files, no extensions,
-    no writes; see docs/QUERY.md).
+    no writes; see docs/QUERY.md), is stopped after --timeout seconds, and prints at most
+    1,000,000 rows (a larger result is refused: add a LIMIT).
 
     \b
     Views (each with its columns and an example question in docs/STORE.md): runs,
@@ -125,7 +137,9 @@ def query_cmd(sql: str, store: Path, fmt: str, allow_files: bool) -> None:
 
     try:
         table = queries.query(
-            open_store(store, create=False), sql, sandbox=Sandbox(allow_files=allow_files)
+            open_store(store, create=False),
+            sql,
+            sandbox=Sandbox(allow_files=allow_files, timeout_s=timeout_s, max_rows=QUERY_MAX_ROWS),
         )
     except QueryFenceError as exc:
         if allow_files:
@@ -133,7 +147,7 @@ def query_cmd(sql: str, store: Path, fmt: str, allow_files: bool) -> None:
         raise click.ClickException(
             f"{exc.message} (a query reads only the store; --allow-files lets it read your files)"
         ) from None
-    click.echo(render(table, fmt))
+    click.echo(for_stream(render(table, fmt), sys.stdout))
 
 
 @click.command("export")

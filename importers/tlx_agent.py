@@ -13,6 +13,12 @@ imported event is dated at the Unix epoch plus its seq in microseconds).
 What the folder does not record is stated, not guessed: the device kind is "unknown (TLX agent
 import)", the thresholds are the TLX agent's defaults, and the measurement key is private to the
 import, so its sources are never mistaken for measurements on this machine's identity.
+
+The folder is untrusted input, checked before anything is written (tlxstore/limits.py has the
+numbers): its files are read only from itself (a symlink, or a file that is not a regular one, is
+refused), its JSON nests at most MAX_JSON_DEPTH levels, experiment ids are unique, rounds and
+counts fit the store's 32-bit columns, a case holds at most MAX_SAMPLES_PER_CASE samples, and an
+aggregate_speedup is a positive number. A refusal is one line naming the experiment and field.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
-from tlxstore.errors import ImportFormatError
+from tlxstore.errors import ImportFormatError, TooDeepError
 from tlxstore.events import (
     TLX_DEFAULT_THRESHOLDS,
     BenchmarkSampled,
@@ -44,6 +50,12 @@ from tlxstore.events import (
     ToolVersions,
 )
 from tlxstore.hashing import digest_bytes, digest_json, digest_text
+from tlxstore.limits import (
+    INT32_MAX,
+    MAX_SAMPLES_PER_CASE,
+    loads_bounded,
+    regular_file_inside,
+)
 
 EXPERIMENTS = "experiments.json"
 DEVICE_KIND = "unknown (TLX agent import)"
@@ -112,11 +124,21 @@ class _Fields:
         return float(value) if math.isfinite(value) else None
 
     def count(self, obj: dict[str, Any], key: str, field: str | None = None) -> int | None:
+        """A non-negative integer that fits the store's 32-bit columns."""
         value = obj.get(key)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise self.refuse(field or key, "a non-negative integer", value)
+        if value > INT32_MAX:
+            raise self.refuse(field or key, f"at most {INT32_MAX}", value)
+        return value
+
+    def speedup(self, obj: dict[str, Any], key: str, field: str) -> float | None:
+        """A positive number, or unset (absent, null, or not finite)."""
+        value = self.number(obj, key, field)
+        if value is not None and value <= 0:
+            raise self.refuse(field, "a positive number", obj.get(key))
         return value
 
     def flag(self, obj: dict[str, Any], key: str, field: str | None = None) -> bool:
@@ -129,6 +151,8 @@ class _Fields:
         value = obj.get("samples_us")
         if not isinstance(value, list) or not value:
             raise self.refuse(field, "a non-empty list of microseconds", value)
+        if len(value) > MAX_SAMPLES_PER_CASE:
+            raise self.refuse(field, f"at most {MAX_SAMPLES_PER_CASE} samples", len(value))
         for s in value:
             if isinstance(s, bool) or not isinstance(s, int | float) or not (0 < s < math.inf):
                 raise self.refuse(field, "positive finite numbers", s)
@@ -145,8 +169,11 @@ def events_from_tlx_folder(
         folder = folder.parent
     exp_path = folder / EXPERIMENTS
     try:
-        raw = exp_path.read_bytes()
-        items = json.loads(raw)
+        found = regular_file_inside(folder, EXPERIMENTS)
+        if found is None:
+            raise FileNotFoundError(exp_path)
+        raw = found.read_bytes()
+        items = loads_bounded(raw, str(exp_path))
     except FileNotFoundError:
         raise ImportFormatError(
             f"{folder} has no {EXPERIMENTS}; it is not a TLX agent output folder"
@@ -155,6 +182,7 @@ def events_from_tlx_folder(
         raise ImportFormatError(f"{exp_path} is not readable JSON: {exc}") from None
     if not isinstance(items, list) or not items:
         raise ImportFormatError(f"{exp_path} must hold a non-empty list of experiments")
+    _refuse_repeated_ids(exp_path, items)
     run_id = "tlx-" + digest_bytes(raw).split(":", 1)[1][:16]
     result = _read_result(folder)
     events: list[Event] = [_run_started(folder, run_id, raw, items, result)]
@@ -175,10 +203,33 @@ def events_from_tlx_folder(
     ]
 
 
+def _refuse_repeated_ids(exp_path: Path, items: list[Any]) -> None:
+    """One experiment per id: a second one with the same id would be two runs' worth of
+    evidence under one name (two rows, one decision taken from the other)."""
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        exp_id = item.get("experiment_id") if isinstance(item, dict) else None
+        if not isinstance(exp_id, str):
+            continue  # refused with its index when its experiment is read
+        if exp_id in first:
+            raise ImportFormatError(
+                f"{exp_path}: experiment {exp_id} appears twice (experiments {first[exp_id]} "
+                f"and {index}); an experiment id names one experiment"
+            )
+        first[exp_id] = index
+
+
+def _read_file(folder: Path, relative: str) -> bytes | None:
+    """A file of the folder, read only from the folder itself (regular_file_inside)."""
+    path = regular_file_inside(folder, relative)
+    return None if path is None else path.read_bytes()
+
+
 def _read_result(folder: Path) -> dict[str, Any] | None:
     try:
-        value = json.loads((folder / "result.json").read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raw = _read_file(folder, "result.json")
+        value = None if raw is None else loads_bounded(raw, str(folder / "result.json"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, TooDeepError):
         return None  # an interrupted TLX run writes no result.json
     return value if isinstance(value, dict) else None
 
@@ -188,8 +239,8 @@ def _run_started(
 ) -> RunStarted:
     """Only content, never where the folder lies now: a copy must import as the same run."""
     files = {EXPERIMENTS: digest_bytes(raw)}
-    baseline = folder / "experiments" / "baseline" / "kernel.py"
-    kernel_sha = digest_bytes(baseline.read_bytes()) if baseline.is_file() else digest_text("")
+    baseline = _read_file(folder, "experiments/baseline/kernel.py")
+    kernel_sha = digest_bytes(baseline) if baseline is not None else digest_text("")
     first = items[0] if isinstance(items[0], dict) else {}
     kernel_path = _text(first.get("source_path"))  # where the TLX agent wrote it
     given = result or {}
@@ -227,7 +278,7 @@ def _experiment_events(
     if not isinstance(item, dict):
         raise ImportFormatError(f"{exp_path}: experiment {index} is not an object")
     exp_id = item.get("experiment_id")
-    if not isinstance(exp_id, str) or not _SAFE_ID.fullmatch(exp_id):
+    if not isinstance(exp_id, str) or not _SAFE_ID.fullmatch(exp_id) or exp_id in (".", ".."):
         raise ImportFormatError(f"{exp_path}: experiment {index} has no usable experiment_id")
     f = _Fields(f"{exp_path}: experiment {exp_id}")
     status = f.text(item, "status")
@@ -252,10 +303,8 @@ def _proposal(
     seen_sources: set[str],
 ) -> tuple[list[Event], CandidateProposed]:
     """The experiment's source (stored once per content) and its CandidateProposed."""
-    source_file = folder / "experiments" / exp_id / "kernel.py"
-    source = (
-        source_file.read_text(encoding="utf-8", errors="replace") if source_file.is_file() else ""
-    )
+    data = _read_file(folder, f"experiments/{exp_id}/kernel.py")
+    source = "" if data is None else data.decode("utf-8", errors="replace")
     raw_hash, norm_hash = digest_text(source), digest_text(normalize(source))
     stored: list[Event] = []
     if raw_hash not in seen_sources:
@@ -323,12 +372,19 @@ def _case_events(exp_id: str, i: int, case: Any, f: _Fields, phase: Phase) -> li
 def _decision(item: dict[str, Any], status: str, evidence: list[Event], f: _Fields) -> DecisionMade:
     """The recorded status as a decision, unless the evidence contradicts a promotion: a
     promoted experiment any of whose cases failed verification, or that was never timed, is
-    imported as rejected with the reason (naming the failed cases)."""
+    imported as rejected with the reason (naming the failed cases); one whose aggregate_speedup
+    is not above 1 is imported as rejected with that speedup."""
     exp_id = str(item["experiment_id"])
     outcome = _OUTCOMES[status]
     reason = f.text(item, "diagnostics") or f"TLX agent status: {status}"
-    speedup = f.number(f.object(item, "performance"), "aggregate_speedup", "aggregate_speedup")
-    if status == "promoted":
+    speedup = f.speedup(f.object(item, "performance"), "aggregate_speedup", "aggregate_speedup")
+    if status == "promoted" and speedup is not None and speedup <= 1:
+        outcome = Outcome.REJECTED
+        reason = (
+            "TLX agent status promoted, contradicted by its evidence: "
+            f"aggregate_speedup {speedup:g} is not above 1"
+        )
+    elif status == "promoted":
         verified = [e for e in evidence if isinstance(e, CaseVerified)]
         failed = list(dict.fromkeys(e.case_id for e in verified if not e.passed))
         timed = any(isinstance(e, BenchmarkSampled) for e in evidence)
@@ -349,7 +405,7 @@ def _decision(item: dict[str, Any], status: str, evidence: list[Event], f: _Fiel
         candidate_id=exp_id,
         outcome=outcome,
         reason=reason,
-        speedup=speedup if speedup and speedup > 0 else None,
+        speedup=speedup,
         compared_to=None if status == "baseline" else f.text(item, "parent_id") or None,
     )
 

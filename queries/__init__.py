@@ -190,21 +190,20 @@ def nest_json(table: pa.Table) -> pa.Table:
 
 def export_view(store: Store, name: str, to: Path) -> int:
     """Write every row of one view to a Parquet file (typed columns, JSON columns as nested
-    structs), atomically: a temporary file renamed into place. Returns the row count."""
+    structs), atomically: a temporary file created exclusively beside it, renamed into place
+    (tlxstore.export.write_new_file). Returns the row count."""
     try:
         view_sql(name)
     except KeyError as exc:
         raise ConfigError(str(exc.args[0])) from None
-    if to.exists():
+    # here, not at import: every command imports this module, and tlxstore.export the codec
+    import pyarrow.parquet as pq
+
+    from tlxstore.export import new_destination, write_new_file
+
+    if not new_destination(to, "Parquet file"):
         raise ConfigError(f"{to} exists; give a new file")
-    import pyarrow.parquet as pq  # here, not at import: every command imports this module
 
     table = nest_json(view(store, name))
-    to.parent.mkdir(parents=True, exist_ok=True)
-    tmp = to.with_name(f".{to.name}.tmp")
-    try:
-        pq.write_table(table, tmp)
-        tmp.rename(to)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_new_file(to, lambda f: pq.write_table(table, f), "Parquet file")
     return table.num_rows

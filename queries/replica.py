@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from queries import statement
-from tlxstore.errors import StoreError
+from tlxstore.errors import StoreBusyError, StoreError
 from tlxstore.store import Store
 
 # table -> (columns the lookups read, the integer key columns checked on refresh)
@@ -284,7 +284,13 @@ class TableReplica:
         over the rows of `table` whose key column holds the key of one of the texts (the SQL
         filters the rows exactly), all at the store's current generation."""
         with self._mutex:
-            self._refresh()
+            try:
+                self._refresh()
+            except StoreBusyError:
+                if self._generation is None:
+                    raise  # never read: nothing to answer from
+                # the store stayed locked (another process's long write): answer from the rows
+                # held, a generation late, rather than fail a run's lookup
             out = []
             for name, params, table, keyed in statements:
                 found = [

@@ -26,8 +26,19 @@ def data_dir() -> Path:
 
 def store_ref(text: str) -> Path | str:
     """A store reference as given: a DuckLake URL stays text, anything else is a path (a Path
-    would fold the URL's `//`)."""
-    return text if text.startswith("ducklake:") else Path(text).expanduser()
+    would fold the URL's `//`; `~user` is expanded, a user without a home is a ConfigError)."""
+    return text if text.startswith("ducklake:") else expand_user(Path(text))
+
+
+def expand_user(path: Path) -> Path:
+    """`path` with a leading `~` or `~user` expanded; ConfigError (one line) where that user or
+    home folder is unknown."""
+    try:
+        return path.expanduser()
+    except RuntimeError:
+        raise ConfigError(
+            f"{path}: {str(path).split('/')[0]} has no home folder here; give the path in full"
+        ) from None
 
 
 def _store_ref_field(value: object) -> object:

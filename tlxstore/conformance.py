@@ -5,6 +5,7 @@
     class TestMyStore(StoreConformance):
         def make_store(self, tmp_path): return MyStore(tmp_path / "store")
         def rewrite_payload_key_order(self, store, event_id): ...  # reorder one stored payload's keys
+        def leave_behind(self, store): ...  # unproject every event, as an older tlxdb left a bulk ingest
 
 Every test of the class then runs against the backend (tests/tlxstore runs it for DuckDB and
 DuckLake). Needs pytest (the `test` extra).
@@ -27,15 +28,20 @@ from tlxstore.errors import (
     QueryFenceError,
     ReadOnlyQueryError,
     SequenceConflictError,
+    StoreError,
     UnknownRunError,
 )
-from tlxstore.events import BenchmarkSampled, BuildFinished, RunStarted, SourceStored
+from tlxstore.events import (
+    BenchmarkSampled,
+    BuildFinished,
+    CandidateProposed,
+)
 from tlxstore.fold import fold
 from tlxstore.runlog import RunLog
 from tlxstore.store import Store
 from tlxstore.store.connection import Sandbox
-from tlxstore.store.projection import PROJECT_INLINE_BELOW
-from tlxstore.testing import candidate_events, cut_short, envelopes, small_run
+from tlxstore.store.projection import BULK_PASS
+from tlxstore.testing import cut_short, envelopes, small_run
 
 PROJECTIONS = (
     "proj_runs",
@@ -50,7 +56,7 @@ PROJECTIONS = (
 
 
 class StoreConformance:
-    """The store contract; a backend subclasses it and defines the two methods below."""
+    """The store contract; a backend subclasses it and defines the three methods below."""
 
     small_batch = 11  # events per ingest where a test feeds a store loop-sized batches
 
@@ -66,6 +72,11 @@ class StoreConformance:
     def store(self, tmp_path: Path) -> Store:
         return self.make_store(tmp_path)
 
+    def leave_behind(self, store: Store) -> int:
+        """Make the store one an older tlxdb left behind (tlxstore.testing.leave_behind); returns
+        how many events are behind."""
+        raise NotImplementedError
+
     def count(self, store: Store) -> int:
         return store.query("SELECT count(*) AS n FROM events").column("n")[0].as_py()
 
@@ -73,61 +84,56 @@ class StoreConformance:
         """Every projection table's rows, in one order (rows are compared, not row order)."""
         return {t: store.query(f"SELECT * FROM {t} ORDER BY ALL").to_pylist() for t in PROJECTIONS}
 
-    def test_a_large_batch_is_projected_by_the_next_read_as_small_batches_are_at_once(
+    def test_a_large_batch_is_projected_in_its_own_ingest_as_small_batches_are(
         self, store, tmp_path
     ):
-        """The same two runs in small batches (each projected in its own ingest) and in
-        one batch of more than PROJECT_INLINE_BELOW events (left to the next read): the first
-        read finds every projection row, and the two stores hold the same rows."""
+        """The same two runs in small batches and in one batch of more than BULK_PASS events:
+        each ingest leaves no projection behind, and the two stores hold the same rows."""
         r1 = small_run(60, tag="a") + cut_short("c999", "def k(): return 999")
         both = envelopes("r1", r1) + envelopes("r2", small_run(40, tag="a"))
-        assert len(both) >= PROJECT_INLINE_BELOW
+        assert len(both) >= BULK_PASS
         (tmp_path / "small").mkdir()
         small = self.make_store(tmp_path / "small")
         for i in range(0, len(both), self.small_batch):
             small.ingest(both[i : i + self.small_batch])
             assert small.projection_lag() == 0
         assert store.ingest(both) == len(both)
-        assert store.projection_lag() == len(both)
+        assert store.projection_lag() == 0
         rows = store.query("SELECT count(*) AS n FROM proj_decisions").column("n")[0].as_py()
-        assert rows == 2 + 60 + 1 + 40 and store.projection_lag() == 0
+        assert rows == 2 + 60 + 1 + 40
         unmeasured = store.query("SELECT candidate_id FROM proj_decisions WHERE NOT measured")
         assert unmeasured.column("candidate_id").to_pylist() == ["c999"]
         assert self.projections(store) == self.projections(small)
         assert all(self.projections(small).values())
 
-    def test_a_small_batch_projects_the_large_one_before_it_in_order(self, store):
-        """A decision whose candidate came in a large batch not yet projected: the small batch's
-        own pass projects both, the candidate first, so the decision carries its identity."""
-        run = small_run(95)
-        assert len(run) >= PROJECT_INLINE_BELOW
-        store.ingest(envelopes("r1", run))
-        assert store.projection_lag() == len(run)
-        decided = candidate_events("c999", "def k(): return 999")
-        stored, started = decided[0], run[0]
-        assert isinstance(stored, SourceStored) and isinstance(started, RunStarted)
-        store.ingest(envelopes("r1", decided, start=len(run)))
-        assert store.projection_lag() == 0
-        row = store.query(
-            "SELECT source_hash, measurement_key, round FROM proj_decisions WHERE candidate_id = 'c999'"
-        ).to_pylist()
-        assert row == [
-            {
-                "source_hash": stored.source_hash,
-                "measurement_key": started.measurement_key,
-                "round": 1,
-            }
+    @pytest.mark.parametrize("size", ["small", "bulk"])
+    def test_an_event_its_views_cannot_hold_is_refused_with_its_whole_batch(self, store, size):
+        """Ingest and projection succeed or fail together: a proposal whose round does not fit
+        the store's 32-bit column refuses its batch in one line, small or bulk, and leaves the
+        store as it was (nothing stored, nothing behind)."""
+        store.ingest(envelopes("good", small_run(2)))
+        before = self.count(store)
+        run = small_run(95 if size == "bulk" else 2)
+        bad = [
+            e.model_copy(update={"round": 2**31}) if isinstance(e, CandidateProposed) else e
+            for e in run
         ]
+        assert (len(bad) >= BULK_PASS) == (size == "bulk")
+        with pytest.raises(StoreError, match=r"refused run bad: its events do not fit") as err:
+            store.ingest(envelopes("bad", bad))
+        assert "\n" not in str(err.value) and "nothing was written" in str(err.value)
+        assert self.count(store) == before and store.projection_lag() == 0
+        assert store.run_ids() == ["good"]
+        assert store.query("SELECT DISTINCT run_id FROM proj_candidates").num_rows == 1
 
     def test_a_pass_cut_into_chunks_gives_the_same_rows(self, store, tmp_path, monkeypatch):
         both = envelopes("r1", small_run(60, tag="b")) + envelopes("r2", small_run(40, tag="b"))
         (tmp_path / "whole").mkdir()
         whole = self.make_store(tmp_path / "whole")
         whole.ingest(both)
-        assert whole.project() == len(both)
         monkeypatch.setattr("tlxstore.store.projection.PROJECT_CHUNK", 97)
-        store.ingest(both)
-        assert store.project() == len(both) and store.project() == 0
+        assert store.ingest(both) == len(both)
+        assert store.projection_lag() == 0 and store.project() == 0
         assert self.projections(store) == self.projections(whole)
 
     def test_ingested_run_reads_back_equal_in_seq_order(self, store):
@@ -294,10 +300,12 @@ class StoreConformance:
         reach = f"SELECT count(*) AS n FROM read_csv('{tmp_path / 'mine.csv'}')"
         assert store.query(reach).column("n")[0].as_py() == 1  # the store's own reads may
         store.ingest(envelopes("r1", small_run(95)))
+        self.leave_behind(store)
         assert store.projection_lag() > 0
         n = store.query("SELECT count(*) AS n FROM proj_decisions", sandbox=Sandbox())
         assert n.column("n")[0].as_py() == 1 + 95 and store.projection_lag() == 0
         store.ingest(envelopes("r2", small_run(95)))
+        self.leave_behind(store)
         assert store.projection_lag() > 0
         for _ in ("views lag", "views up to date"):
             with pytest.raises(QueryFenceError, match="file system operations are disabled"):

@@ -74,6 +74,10 @@ class QueryError(StoreError):
     """The query failed."""
 
 
+class QueryTimeoutError(QueryError):
+    """The query ran past its time limit and was stopped."""
+
+
 class QueryFenceError(QueryError):
     """The query reached for something outside its sandbox (a file, an extension)."""
 
@@ -92,3 +96,19 @@ class ImportFormatError(TlxdbError):
 
 class StoreTooNewError(StoreError):
     """The store was written by a newer tlxdb; upgrade tlxdb to open it."""
+
+
+class OutsideFolderError(ImportFormatError):
+    """A file of an imported folder is a symlink, or not a regular file; it is not read."""
+
+
+class TooDeepError(TlxdbError):
+    """A JSON document nests deeper than tlxdb reads."""
+
+
+class DiskFullError(TlxdbError):
+    """The disk is full (or a file-size limit was reached); free space and retry."""
+
+
+class RunInterruptedError(TlxdbError):
+    """The run stopped as interrupted (a full disk); `tlxdb optimize --resume` continues it."""

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
+import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -76,20 +79,69 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_destination(dest: Path, what: str, empty_folder_ok: bool = False) -> bool:
+    """Whether `dest` is free to be written as a new file or folder: False when something is
+    there (an empty folder is free with `empty_folder_ok`). A symlink, or a name the file system
+    cannot take (too long), raises StoreError in one line: nothing is written through a link."""
+    try:
+        mode = os.lstat(dest).st_mode
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        raise StoreError(f"cannot write the {what} {dest}: {exc.strerror}") from None
+    if stat.S_ISLNK(mode):
+        raise StoreError(f"{what} {dest} is a symlink; tlxdb writes no new {what} through one")
+    return empty_folder_ok and stat.S_ISDIR(mode) and not any(dest.iterdir())
+
+
+def write_new_file(dest: Path, write: Callable[[BinaryIO], None], what: str = "file") -> None:
+    """Write a new file `dest` through `write`, atomically: into a temporary file created
+    exclusively beside it (a random name, O_EXCL: a planted symlink or file there is never
+    followed or overwritten, and the umask gives its permissions), then renamed into place.
+    A `dest` that exists is refused; nothing is left behind on failure."""
+    if not new_destination(dest, what):
+        raise StoreError(f"{what} {dest} exists; give a new file")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            tmp = dest.with_name(f".{dest.name[:200]}.{secrets.token_hex(6)}.tmp")
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+                break
+            except FileExistsError:
+                continue
+    except OSError as exc:
+        raise StoreError(f"cannot write the {what} {dest}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def export_runs(store: Store, run_refs: Sequence[str], to_dir: str | os.PathLike[str]) -> Manifest:
     """Write the runs' events to a new export folder `to_dir`; returns its manifest."""
     if not run_refs:
         raise UnknownRunError("name at least one run to export; list runs with `tlxdb runs`")
     run_ids = list(dict.fromkeys(store.resolve_run(r) for r in run_refs))
     dest = Path(to_dir).expanduser().absolute()
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+    if not new_destination(dest, "export folder", empty_folder_ok=True):
         raise StoreError(
             f"export folder {dest} already exists and is not empty; choose a new folder"
         )
-    table = store.query(store_sql("export_events"), {"run_ids": run_ids})
+    table = store.query_events(store_sql("export_events"), {"run_ids": run_ids})
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700: an export is made to be shared
     except OSError as exc:
         raise StoreError(f"cannot write the export folder {dest}: {exc.strerror}") from None
     try:

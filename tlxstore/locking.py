@@ -31,7 +31,7 @@ def store_lock(store_path: Path, exclusive: bool, timeout_s: float) -> Iterator[
     """Hold the store's lock (exclusive for writers, shared for readers) for the block."""
     path = lock_path(store_path)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
     except OSError as exc:
         if (
             not exclusive

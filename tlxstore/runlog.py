@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -26,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tlxstore import codec
+from tlxstore.disk import disk_full
 from tlxstore.errors import (
     EventValidationError,
     LogCorruptError,
@@ -189,6 +191,24 @@ class RunLog:
         with codec.gc_paused():
             return self._append(list(events), expected_seq)
 
+    def _write(self, fd: int, size: int, blob: bytes) -> None:
+        """Write and fsync `blob` at `size`. On a full disk nothing of it stays (the file is cut
+        back to `size`) and DiskFullError says so in one line."""
+        view = memoryview(blob)
+        try:
+            os.lseek(fd, size, os.SEEK_SET)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        except OSError as exc:
+            full = disk_full(exc, str(self.path))
+            if full is None:
+                raise
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise full from None
+
     def _append(self, events: list[Event], expected_seq: int | None) -> list[Envelope]:
         checked = codec.checked_payloads(events)
         if not checked:
@@ -234,12 +254,7 @@ class RunLog:
                 envs.append(env)
                 lines.append(line)
             blob = b"\n".join(lines) + b"\n"
-            view = memoryview(blob)
-            os.lseek(fd, size, os.SEEK_SET)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            os.fsync(fd)
+            self._write(fd, size, blob)
             self._size = size + len(blob)
             self.next_seq = last + 1
             return envs

@@ -41,9 +41,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import duckdb
 
-from tlxstore.config import TEAM_STORE_PREFIXES, data_dir, object_storage
+from tlxstore.config import TEAM_STORE_PREFIXES, data_dir, expand_user, object_storage
 from tlxstore.ducklake import extension_file
 from tlxstore.errors import StoreBusyError, StoreError
+from tlxstore.redaction import Redactor
 from tlxstore.store import Store
 from tlxstore.store.connection import drop_temporaries
 from tlxstore.store.sql import ALIAS, one_line, sql_quoted, store_sql
@@ -79,8 +80,13 @@ def parse_team_url(text: str) -> TeamURL:
         raise StoreError(
             f"{text!r} is not a team store URL; give ducklake:postgres://HOST/DATABASE"
         )
-    parts = urlsplit(text.removeprefix("ducklake:"))
-    if not parts.hostname or not parts.path.strip("/"):
+    try:
+        parts = urlsplit(text.removeprefix("ducklake:"))
+        host = parts.hostname
+    except ValueError as exc:  # an unclosed IPv6 bracket, a bad port
+        masked = Redactor().text(text)  # its user:password@, without parsing it
+        raise StoreError(f"team store URL {masked!r} is malformed: {exc}") from None
+    if not host or not parts.path.strip("/"):
         raise StoreError(
             f"team store URL {_masked(parts.geturl())!r} names no host or database; "
             "give ducklake:postgres://USER@HOST:PORT/DATABASE?data_path=DIR"
@@ -99,7 +105,7 @@ def parse_team_url(text: str) -> TeamURL:
     if data_path is not None and not data_path.endswith("/"):
         data_path += "/"
     if data_path is not None and "://" not in data_path:
-        data_path = str(Path(data_path).expanduser().absolute()) + "/"
+        data_path = str(expand_user(Path(data_path)).absolute()) + "/"
     conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(libpq), ""))
     return TeamURL(conninfo, data_path, schema, "ducklake:" + _masked(parts.geturl()))
 

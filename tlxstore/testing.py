@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tlxstore.events import (
@@ -34,6 +35,8 @@ from tlxstore.events import (
 from tlxstore.hashing import digest_json, digest_text
 
 if TYPE_CHECKING:
+    import duckdb
+
     from tlxstore.store import Store
 
 MEASUREMENT_KEY = digest_json(["cpu-interpreter", "3.9.0", "2.13.0", "sha256:bundle"])
@@ -209,3 +212,26 @@ def ingest_run(store: Store, run_id: str, events: list[Event]) -> None:
     store.ingest(
         envelopes(run_id, events, at=datetime(2026, 11, 30, len(store.run_ids()), tzinfo=UTC))
     )
+
+
+def leave_behind(store: str | Path | duckdb.DuckDBPyConnection) -> int:
+    """Turn a store into one an older tlxdb left behind after a bulk ingest: every event stored,
+    none projected (an older tlxdb left a batch of 1,000 events or more to the next read).
+    `store` is a DuckDB store file, or a connection whose default database is a store (a
+    DuckLake's). Returns how many events are behind. For tests of catching up."""
+    import duckdb
+
+    con = store if isinstance(store, duckdb.DuckDBPyConnection) else duckdb.connect(str(store))
+    try:
+        tables = con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+            "AND starts_with(table_name, 'proj_')"
+        ).fetchall()
+        for (table,) in tables:
+            con.execute(f'DELETE FROM "{table}"')
+        con.execute("UPDATE projection_state SET projected_pos = 0")
+        (n,) = con.execute("SELECT next_pos FROM projection_state").fetchone() or (0,)
+        return int(n)
+    finally:
+        if con is not store:
+            con.close()

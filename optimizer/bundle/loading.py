@@ -33,6 +33,7 @@ from optimizer.evaluation.requests import HarnessBundle
 from tlxstore.errors import ConfigError, TlxdbError
 from tlxstore.events import DEFAULT_THRESHOLDS, Thresholds
 from tlxstore.hashing import digest_file, digest_json
+from tlxstore.limits import loads_bounded
 
 HARNESS = "harness.py"
 CASES = "cases.json"
@@ -126,7 +127,7 @@ def _read_json(path: Path, name: str) -> Any:
             f"cannot read {name} at {path}: {getattr(e, 'strerror', None) or e}"
         ) from None
     try:
-        return json.loads(text)
+        return loads_bounded(text, name)  # nested deeper than MAX_JSON_DEPTH: one line
     except json.JSONDecodeError as e:
         raise BundleError(
             f"{name}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"
@@ -141,7 +142,7 @@ def parse_cases(data: Any, name: str = CASES) -> list[CaseEntry]:
     cases: list[CaseEntry] = []
     for i, item in enumerate(data):
         try:
-            cases.append(CaseEntry.model_validate(item))
+            cases.append(CaseEntry.model_validate(item, strict=True))  # "2", "no": refused
         except ValidationError as e:
             raise BundleError(_one_line(name, e, prefix=f"[{i}]")) from None
     seen: set[str] = set()
@@ -165,7 +166,7 @@ def parse_budget(data: Any, name: str = BUDGET) -> BudgetFile:
     if not isinstance(data, dict):
         raise BundleError(f"{name}: must be a JSON object, got a JSON {type(data).__name__}")
     try:
-        return BudgetFile.model_validate(data)
+        return BudgetFile.model_validate(data, strict=True)  # "5", true: refused
     except ValidationError as e:
         raise BundleError(_one_line(name, e)) from None
 

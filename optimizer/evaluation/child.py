@@ -39,6 +39,7 @@ from optimizer.evaluation.guards.snapshot import Snapshot, bundle_modules
 from optimizer.evaluation.launches import observing
 from tlxstore.config import settings
 from tlxstore.events import KernelLaunch
+from tlxstore.limits import MAX_SAMPLES_PER_CASE
 
 HARNESS_MODULE = "harness"
 INLINE_LIMIT_BYTES = 1_000_000  # a profile result larger than this travels as a file
@@ -418,6 +419,9 @@ class Child:
                 }
         if not raw:
             return {"ok": False, "error": "benchmark returned no samples"}
+        # the first max(repetitions, MAX_SAMPLES_PER_CASE) samples; a harness returning millions
+        # would otherwise fill the log and the bootstrap's memory (the live log says so)
+        raw = raw[: max(int(msg["repetitions"]), MAX_SAMPLES_PER_CASE)]
         samples = []
         for i, s in enumerate(raw):
             f = None if isinstance(s, bool) else _number(s)

@@ -21,9 +21,11 @@ from optimizer.decision import stats
 from optimizer.reporting import plots
 from optimizer.reporting.live import cpu_list
 from optimizer.run.folder import write_atomic
-from tlxstore.errors import UnknownRunError
+from tlxstore.errors import TlxdbError, UnknownRunError
 from tlxstore.events import BASELINE_ID, RunEnvironment
 from tlxstore.hashing import tagged_prefix
+from tlxstore.limits import regular_file_inside
+from tlxstore.runlog import LOG_NAME, RunLog
 from tlxstore.store import Store
 
 Row = dict[str, Any]
@@ -413,6 +415,21 @@ def _optional_sections(data: dict[str, list[Row]], run: Row) -> list[Section]:
             [[r["candidate_id"], r["vcs"], r["success"], r["conflict"], r["rev_after"], r["subject"]] for r in data["run_commits"]],
         ))  # fmt: skip
     return out
+
+
+def report_folder(store: Store, run_id: str) -> Path:
+    """Where a run's report goes when no folder is named: the run's output folder if it is this
+    run's own (it holds this run's log), else the current folder. The output_dir an import
+    recorded (a TLX folder's result.json, another machine's path) is what the evidence says,
+    never a place tlxdb writes to on its word."""
+    rows = queries.query(store, "SELECT output_dir FROM runs WHERE run_id = $r", {"r": run_id})
+    out = Path(rows.column("output_dir")[0].as_py() or ".") if rows.num_rows else Path(".")
+    try:  # a log that is a FIFO or a symlink is not read (regular_file_inside)
+        log = regular_file_inside(out, LOG_NAME) if out.is_dir() else None
+        own = log is not None and RunLog.open(log).run_id == run_id
+    except (TlxdbError, OSError):
+        own = False
+    return out if own else Path.cwd()
 
 
 @dataclass(frozen=True)

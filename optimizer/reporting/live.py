@@ -6,6 +6,7 @@ Pure functions (a folded run in, text out). Kernel source text never appears in 
 from __future__ import annotations
 
 from optimizer.decision import machine, stats
+from optimizer.evaluation import window
 from optimizer.reporting.result import case_numbers
 from tlxstore.events import (
     BASELINE_ID,
@@ -41,6 +42,7 @@ from tlxstore.events import (
     ValidationCheck,
 )
 from tlxstore.fold import CandidateState, RunState
+from tlxstore.limits import MAX_SAMPLES_PER_CASE
 
 
 def ci_text(speedup: float | None, lo: float | None, hi: float | None) -> str:
@@ -205,6 +207,23 @@ def _run_line(env: Envelope, state: RunState) -> str | None:
     return None
 
 
+def _more_samples_than_asked(e: BenchmarkSampled, state: RunState) -> str:
+    """A warning when the harness returned more samples than the call asked for: tlxdb keeps
+    the first max(asked, MAX_SAMPLES_PER_CASE) of them (optimizer/evaluation/child.py). A call
+    of a window asks for window.per_call(repetitions); one measured alone, for all of them."""
+    repetitions = state.started.thresholds.benchmark_repetitions if state.started else None
+    if repetitions is None:
+        return ""
+    asked = repetitions if e.window_id is None else window.per_call(repetitions)
+    if len(e.samples_us) <= asked:
+        return ""
+    kept = max(asked, MAX_SAMPLES_PER_CASE)
+    return (
+        f" WARNING: the harness returned more samples than the {asked} asked; tlxdb keeps the "
+        f"first {kept} at most"
+    )
+
+
 def _candidate_line(e: Event, state: RunState) -> str | None:
     """The line of an event about one candidate's evidence and decision."""
     match e:
@@ -271,8 +290,9 @@ def _candidate_line(e: Event, state: RunState) -> str | None:
 
 def _sampled_line(e: BenchmarkSampled, state: RunState) -> str | None:
     """Samples measured alone get a line each. In a window (many short calls) only a block a
-    noisy case got beyond the first ones is said, once, for the candidate the window is for;
-    its numbers are in the decision's lines."""
+    noisy case got beyond the first ones is said, once, for the candidate the window is for
+    (and, in its first block, a harness returning more samples than asked); its numbers are in
+    the decision's lines."""
     if not e.samples_us:
         return None
     if e.window_id is None:
@@ -281,8 +301,13 @@ def _sampled_line(e: BenchmarkSampled, state: RunState) -> str | None:
         return (
             f"{e.candidate_id} bench {e.case_id}{block}: median {n.median_us:.1f} us, "
             f"p95 {n.p95_us:.1f} us, CV {n.cv:.3f} ({n.samples} samples)"
+            f"{_more_samples_than_asked(e, state)}"
         )
-    if not e.extra or e.candidate_id != e.window_id:
+    if e.candidate_id != e.window_id:
+        return None
+    if e.block == 0 and (too_many := _more_samples_than_asked(e, state)):
+        return f"{e.candidate_id} bench {e.case_id}:{too_many}"  # once a case and window
+    if not e.extra:
         return None
     marked = machine.marked_calls(state, e.window_id, e.phase)
     so_far = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.decision import stats
 from optimizer.evaluation.guards.files import LIVE_CHANGED
@@ -83,6 +83,9 @@ class RunResult(BaseModel):
     winner_id: str | None
     commit: CommitResult | None
     experiments: list[Experiment]
+    # lines for the user about the run's surroundings, not its result (the CLI prints them on
+    # stderr); never part of the JSON
+    notes: list[str] = Field(default_factory=list, exclude=True)
     # the user's files (kernel, bundle originals) seen changed during the run, each named with
     # when it was seen; the run measured its frozen copy, and its winner is not committed
     changed_files: list[str] = []

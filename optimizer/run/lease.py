@@ -81,3 +81,40 @@ def _holder(path: Path) -> str:
         return f"pid {held['pid']} on host {held['host']}"
     except (OSError, ValueError, KeyError, TypeError):
         return "another process (it has not written its pid yet)"
+
+
+VALIDATING_FILE = ".validating"
+
+
+@contextmanager
+def validation_claim(out: Path) -> Iterator[None]:
+    """Hold the output folder `out` (made here if missing) while validation writes the baseline's
+    artifacts into it, before the run's log and lease are there: a marker file `.validating`,
+    flock'ed by this process, removed at the end of the block. What a killed validation left
+    (the marker, locked by no one, and no run log) is the next run's to reuse
+    (left_by_a_killed_validation)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / VALIDATING_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def left_by_a_killed_validation(out: Path) -> bool:
+    """Whether `out` is a folder a validation was writing when its process was killed: its
+    marker is there and no live process holds it, and it holds no run log."""
+    path = out / VALIDATING_FILE
+    if path.is_symlink() or not path.is_file() or (out / "events.jsonl").exists():
+        return False
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # a validation is running there now
+    finally:
+        os.close(fd)
+    return True

@@ -20,6 +20,7 @@ import shutil
 import socket
 import sys
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -51,7 +52,7 @@ from optimizer.run import devices as run_devices
 from optimizer.run.devices import DevicePool
 from optimizer.run.environment import read_environment
 from optimizer.run.folder import OutputFolder, write_atomic
-from optimizer.run.lease import run_lease
+from optimizer.run.lease import left_by_a_killed_validation, run_lease, validation_claim
 from optimizer.run.loop import Ceilings, Observer, RunLoop, Setup
 from optimizer.run.workspace import Workspace, remove_recorded
 from optimizer.vcs import commit as vcs
@@ -254,6 +255,9 @@ def resolve_prior(store: Store, ref: str) -> list[str]:
 
 def _output_dir(request: RunRequest, store: Store, run_id: str) -> Path:
     out = (request.output_dir or store.runs_dir() / run_id).resolve()
+    if out.is_dir() and left_by_a_killed_validation(out):  # half made: it is this run's to use
+        for p in out.iterdir():
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BundleError(f"output folder {out} is not empty; choose another --output-dir")
     return out
@@ -445,9 +449,11 @@ def optimize(
             *_baseline_events(prep.kernel_source),
         )
         prep.evaluator.keep_ready = True  # the first candidate's child loads as validation ends
+        claim = ExitStack()  # the output folder is claimed until the run's log is in it
         try:
-            _validate_run(run, prep, out, request.strict_validation)
-            out.mkdir(parents=True, exist_ok=True)
+            created = not out.exists()
+            claim.enter_context(validation_claim(out))
+            _validate_run(run, prep, out, request.strict_validation, created)
             with run_lease(out, run_id):
                 ws.record(out)  # for a resume to remove, should this process be killed
                 shutil.move(str(run.log.path), str(setup.output.log_path))
@@ -458,17 +464,32 @@ def optimize(
                     write_atomic(
                         setup.output.root / SNAPSHOT_FILE, snapshot.model_dump_json(indent=2) + "\n"
                     )
+                claim.close()  # the run's log and lease hold the folder now
                 run.log = RunLog.open(setup.output.log_path, redactor=_redactor(prep))
                 run.ingest()
-                return run.run()
+                return _finished(run)
         finally:
+            claim.close()
             prep.evaluator.close()
 
 
-def _validate_run(run: RunLoop, prep: Prepared, out: Path, strict: bool) -> None:
+def _finished(run: RunLoop) -> RunResult:
+    """Run the loop to its end; the result notes events the store could not take (it stayed
+    busy: the run went on on its log, which holds them)."""
+    result = run.run()
+    if not run.link.behind:
+        return result
+    note = (
+        f"store {run.s.store.location} stayed busy ({run.link.busy}); {run.link.behind} events "
+        f"of run {result.run_id} are in its log only: add them with `tlxdb import {result.output_dir}`"
+    )
+    return result.model_copy(update={"notes": [*result.notes, note]})
+
+
+def _validate_run(run: RunLoop, prep: Prepared, out: Path, strict: bool, created: bool) -> None:
     """Validate the bundle into the run's log; the baseline's profile artifacts go to the output
-    folder (a real per-case artifacts_dir), which is removed again when validation fails."""
-    created = not out.exists()
+    folder (a real per-case artifacts_dir), which is removed again (`created` for this run) or
+    emptied when validation fails."""
     try:
         checks = validation.validate(
             prep.evaluator,
@@ -594,7 +615,7 @@ def _resume_held(
         )
         loop = RunLoop(setup, log, envelopes, elapsed_before_s=_elapsed_s(envelopes))
         loop.append(_environment(prep))  # the machine may not be the one it started on
-        return loop.run()
+        return _finished(loop)
 
 
 class ValidationReport(BaseModel):

@@ -25,6 +25,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -59,6 +60,8 @@ from optimizer.run.folder import OutputFolder
 from optimizer.run.storelink import StoreLink
 from queries import lookups
 from queries.models import MeasuredMatch
+from tlxstore.disk import disk_full
+from tlxstore.errors import DiskFullError, RunInterruptedError
 from tlxstore.events import (
     BASELINE_ID,
     CandidateProposed,
@@ -416,6 +419,8 @@ class RunLoop:
             )
             self._write_final()
         except Exception as e:  # a changed bundle, or a bug: record why the run ended
+            if (full := disk_full(e)) is not None:  # not the run's end: it stops, resumable
+                raise self._stopped_by_full_disk(full) from None
             reason = (
                 StoppingReason.BUNDLE_CHANGED
                 if isinstance(e, BundleChangedError)
@@ -438,6 +443,23 @@ class RunLoop:
             self.ingest()
             self.link.close()
         return self.result()
+
+    def _stopped_by_full_disk(self, full: DiskFullError) -> RunInterruptedError:
+        """The run stops as interrupted, so --resume continues it once there is room: its
+        RunFinished(interrupted) is recorded if the log still takes it, nothing else is written."""
+        with contextlib.suppress(DiskFullError, OSError):
+            self._resync()
+            self.append(
+                RunFinished(
+                    stopping_reason=StoppingReason.INTERRUPTED,
+                    success=False,
+                    detail=f"{full.message}; continue with --resume",
+                )
+            )
+        return RunInterruptedError(
+            f"{full.message}: run {self.state.run_id} stopped as interrupted; free space and "
+            f"continue it with `tlxdb optimize --resume {self.s.output.root}`"
+        )
 
     def _resync(self) -> None:
         """Re-read the log: an interrupt may have landed between a durable append and its fold."""

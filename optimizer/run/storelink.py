@@ -7,6 +7,13 @@ Invariants:
 - `shared()` returns the store's part of the provider context as last prefetched (a refetch is
   queued after every ingest), without waiting for one in flight: what other runs learned reaches
   the provider at most one candidate late; this run's own evidence comes from its events, exact.
+- A busy store never ends a run: the run log is the truth, and a batch the store cannot take
+  because it stayed locked (StoreBusyError: a long query, another program) is kept and handed
+  over again, ahead of the next batch, until the store takes it; a refetch the store was too
+  busy for keeps what was fetched before. A full disk is kept the same way, and raised on the
+  loop's next call (the run stops, resumable) but not by close(). `behind` counts the events
+  the store does not hold yet; after `close()` they are left to `tlxdb import` of the output
+  folder.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from tlxstore.errors import DiskFullError, StoreBusyError
 from tlxstore.events import Envelope
 from tlxstore.store import Store
 
@@ -30,6 +38,8 @@ class StoreLink(Generic[T]):
         self._jobs: queue.Queue[Any] = queue.Queue()
         self._error: BaseException | None = None
         self._shared: T | None = None
+        self._behind: list[Envelope] = []  # handed over, not yet taken by the store (it was busy)
+        self.busy: str | None = None  # why the store last turned a batch away
         self._fresh = threading.Event()
         self._thread = threading.Thread(target=self._work, name="tlxdb-store", daemon=True)
         self._thread.start()
@@ -52,13 +62,34 @@ class StoreLink(Generic[T]):
             raise err
 
     def _refetch(self) -> None:
-        self._shared = self._fetch(self.store)
+        try:
+            self._shared = self._fetch(self.store)
+        except StoreBusyError:
+            if self._shared is None:
+                raise  # nothing fetched before: nothing to go on with
         self._fresh.set()
 
+    def _ingest(self, envelopes: list[Envelope]) -> None:
+        batch = [*self._behind, *envelopes]
+        try:
+            self.store.ingest(batch)
+        except (StoreBusyError, DiskFullError) as e:
+            self._behind, self.busy = batch, e.message
+            if isinstance(e, DiskFullError):
+                raise  # the run stops (resumable); close() leaves it behind as well
+        else:
+            self._behind, self.busy = [], None
+
+    @property
+    def behind(self) -> int:
+        """Events handed over that the store has not taken (it stayed busy)."""
+        return len(self._behind)
+
     def ingest(self, envelopes: list[Envelope]) -> None:
-        """Ingest a batch in the background, then refresh the prefetched context part."""
+        """Ingest a batch in the background (after any the store was too busy for), then
+        refresh the prefetched context part."""
         self._raise()
-        self._jobs.put(lambda: self.store.ingest(envelopes))
+        self._jobs.put(lambda: self._ingest(envelopes))
         self._jobs.put(self._refetch)
 
     def shared(self) -> T:
@@ -77,7 +108,11 @@ class StoreLink(Generic[T]):
         self._raise()
 
     def close(self) -> None:
+        """Finish the work submitted. Events the store could not take (busy, or its disk full)
+        stay `behind`, in the run log only; any other error is raised."""
         if self._thread.is_alive():
             self._jobs.put(_STOP)
             self._thread.join()
+        if isinstance(self._error, DiskFullError):
+            self._error = None
         self._raise()

@@ -5,9 +5,9 @@ SELECT
     e.payload ->> 'candidate_id' AS candidate_id,
     e.payload ->> 'tool' AS tool,
     e.payload ->> 'level' AS level,
-    CAST(e.payload ->> 'cases' AS INTEGER) AS cases,
-    CAST(e.payload ->> 'wall_ms' AS DOUBLE) AS wall_ms,
-    CAST(e.payload ->> 'waited_ms' AS DOUBLE) AS waited_ms,
+    TRY_CAST(e.payload ->> 'cases' AS INTEGER) AS cases,
+    TRY_CAST(e.payload ->> 'wall_ms' AS DOUBLE) AS wall_ms,
+    TRY_CAST(e.payload ->> 'waited_ms' AS DOUBLE) AS waited_ms,
     e.recorded_at,
     e.seq AS event_seq
 FROM events e

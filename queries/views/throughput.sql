@@ -1,10 +1,12 @@
 -- Work per case as the harness declared it (bytes moved, floating-point operations) beside the
 -- measured median, per run, candidate, case and phase: achieved GB/s and TFLOP/s (NULL where the
--- harness declared nothing). The roofline's points.
+-- harness declared nothing). The roofline's points. A declared number its column cannot hold (a
+-- harness's bytes_moved of 2**70) reads as NULL (TRY_CAST; the event keeps it as it was given):
+-- it never fails the view.
 WITH work AS (
     SELECT run_id, payload ->> 'candidate_id' AS candidate_id, payload ->> 'case_id' AS case_id,
         coalesce(payload ->> 'phase', 'round') AS phase,
-        max(CAST(payload ->> 'bytes_moved' AS BIGINT)) AS bytes_moved, max(CAST(payload ->> 'flops' AS BIGINT)) AS flops
+        max(TRY_CAST(payload ->> 'bytes_moved' AS BIGINT)) AS bytes_moved, max(TRY_CAST(payload ->> 'flops' AS BIGINT)) AS flops
     FROM events WHERE type = 'BenchmarkSampled'
     GROUP BY ALL
 )

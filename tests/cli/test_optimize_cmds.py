@@ -16,6 +16,7 @@ from support.bundles import (  # noqa: E402
     sleep_bundle,
     vecadd_bundle,
 )
+from support.cli import one_error_line  # noqa: E402
 from support.repos import git, kernel_in_git  # noqa: E402
 from support.scripted_provider import ScriptedProvider, set_block  # noqa: E402
 
@@ -751,3 +752,25 @@ def test_resume_keeps_the_runs_own_devices(tmp_path):
     assert (
         r.stderr.strip() == "Error: --resume continues with the run's own settings; drop --devices"
     )
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "message"),
+    [
+        ("budget.json", {"max_rounds": "5"}, 'budget.json: max_rounds: input should be a valid integer (got "5")'),
+        ("budget.json", {"max_rounds": True}, "budget.json: max_rounds: input should be a valid integer (got true)"),
+        ("budget.json", {"min_speedup": "1.05"}, 'budget.json: min_speedup: input should be a valid number (got "1.05")'),
+        ("cases.json", [{"case_id": "a", "weight": "2"}], 'cases.json: [0].weight: input should be a valid number (got "2")'),
+        ("cases.json", [{"case_id": "a", "protected": "no"}], 'cases.json: [0].protected: input should be a valid boolean (got "no")'),
+        ("cases.json", "[" * 5000 + "]" * 5000, "cases.json nests deeper than 64 levels; tlxdb does not read it"),
+    ],
+)  # fmt: skip
+def test_bundle_values_of_the_wrong_type_are_refused_not_coerced(tmp_path, file, content, message):
+    """budget.json "5" / true and cases.json "weight": "2" / "protected": "no" were coerced
+    silently; deeply nested JSON was a RecursionError traceback."""
+    bundle = vecadd_bundle(tmp_path / "bundle")
+    text = content if isinstance(content, str) else json.dumps(content)
+    (bundle / file).write_text(text)
+    args = ["validate", "--kernel", str(kernel_copy(tmp_path / "src")), "--bundle", str(bundle)]
+    r = CliRunner().invoke(main, args)
+    assert one_error_line(r) == message

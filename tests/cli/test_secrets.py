@@ -4,8 +4,10 @@ tlxdb's environment, and credentials in --api-base."""
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
+from contextlib import contextmanager
 
 import duckdb
 import pytest
@@ -26,13 +28,20 @@ LEAKY = KERNEL.read_text() + (
 )
 
 
+@contextmanager
+def _proposing(name: str, source: str):
+    """A provider `name` (registered for the block) whose one candidate is `source`."""
+    registry.register(name, lambda options: ScriptedProvider([constant(source, {"BLOCK_SIZE": 1})]))
+    try:
+        yield
+    finally:
+        registry.unregister(name)
+
+
 @pytest.fixture
 def leaky_provider():
-    registry.register(
-        "leaky", lambda options: ScriptedProvider([constant(LEAKY, {"BLOCK_SIZE": 1})])
-    )
-    yield
-    registry.unregister("leaky")
+    with _proposing("leaky", LEAKY):
+        yield
 
 
 @pytest.mark.slow
@@ -82,3 +91,59 @@ def test_the_harness_child_finds_tlxdb_at_the_repository_root(tmp_path):
     args += ["--max-cv", "5", "--benchmark-repetitions", "8"]
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0, r.output
+
+
+BACKSLASHED = "tok\\h4rness\\0123456789"  # a secret of the bundle's environment, with backslashes
+COMMAND_KEY = "sk-cmdline-0123456789abcdef"  # in --provider-command's own command line
+ESCAPING = KERNEL.read_text() + (
+    "\nimport base64, os\n"
+    "_s = os.environ['HARNESS_TOKEN']\n"
+    "raise RuntimeError(repr(_s) + ' ' + base64.b64encode(('user:' + _s).encode()).decode())\n"
+)
+
+
+@pytest.fixture
+def escaping_provider():
+    with _proposing("escaping", ESCAPING):
+        yield
+
+
+@pytest.mark.slow
+def test_escaped_encoded_and_command_line_secrets_are_masked(
+    tmp_path, monkeypatch, escaping_provider
+):
+    """A target.json secret with a backslash leaked through repr(), its base64 was not masked,
+    and a key inside --provider-command was stored (store, run_request.json, report)."""
+    bundle = vecadd_bundle(tmp_path / "bundle")
+    target = json.loads((bundle / "target.json").read_text())
+    target["environment"]["HARNESS_TOKEN"] = BACKSLASHED
+    (bundle / "target.json").write_text(json.dumps(target))
+    command = f"agent.sh --api-key {COMMAND_KEY} --fast"
+    out, store = tmp_path / "out", tmp_path / "s.duckdb"
+    args = ["optimize", "--kernel", str(kernel_copy(tmp_path / "src")), "--bundle", str(bundle)]
+    args += ["--store", str(store), "--output-dir", str(out), "--provider", "escaping"]
+    args += ["--provider-command", command, "--max-rounds", "1", "--candidates-per-round", "1"]
+    args += ["--benchmark-repetitions", "8", "--max-cv", "5", "--no-commit-winner"]
+    monkeypatch.setattr(sys, "argv", ["tlxdb", *args])
+    r = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert r.exit_code == 2, r.stderr
+    rep = CliRunner().invoke(
+        main, ["report", str(out), "--store", str(store), "--to", str(tmp_path / "rep")]
+    )
+    assert rep.exit_code == 0, rep.output
+    con = duckdb.connect(str(store), read_only=True)
+    stored = "\n".join(p for (p,) in con.execute("SELECT payload FROM events").fetchall())
+    con.close()
+    texts = {"stdout": r.stdout, "stderr": r.stderr, "store": stored}
+    for folder in (out, tmp_path / "rep"):
+        texts |= {
+            str(p): p.read_text()
+            for p in folder.rglob("*")
+            if p.suffix in (".json", ".jsonl", ".md", ".html")
+        }
+    encoded = base64.b64encode(f"user:{BACKSLASHED}".encode()).decode()
+    for name, text in texts.items():
+        for leak in (BACKSLASHED, repr(BACKSLASHED)[1:-1], COMMAND_KEY, encoded[8:-4]):
+            assert leak not in text, (name, leak)
+    assert "agent.sh --api-key [redacted] --fast" in (out / "run_request.json").read_text()
+    assert "RuntimeError: '[redacted]'" in stored

@@ -138,3 +138,16 @@ def test_lookups_during_writes_end_where_a_fresh_replica_starts(store_path):
     )
     assert final == fresh and len(final[0]) == 12 * 2
     assert [(e.signature, e.occurrences) for e in final[1]] == [("BLOCK=64,num_warps=4", 12)]
+
+
+def test_lookups_answer_from_the_rows_held_while_the_store_stays_locked_after_a_write(store_path):
+    """A busy store never ends a run: another process wrote, then holds the store locked past
+    the timeout; lookups answer from the replica a generation late, then catch up."""
+    store = Store(store_path, lock_timeout_s=0.3)
+    _ingest(store, "r1", small_run(2))
+    before = lookups.measured_candidates(store, MEASUREMENT_KEY)
+    _ingest(Store(store_path), "r2", small_run(1, tag="later"))
+    with store_lock(store.path, exclusive=True, timeout_s=1.0):
+        assert lookups.measured_candidates(store, MEASUREMENT_KEY) == before
+    after = lookups.measured_candidates(store, MEASUREMENT_KEY)
+    assert ("r2", "c001") in {(m.run_id, m.candidate_id) for m in after}

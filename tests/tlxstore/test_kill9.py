@@ -27,7 +27,7 @@ from tlxstore.conformance import PROJECTIONS
 from tlxstore.events import BuildFinished
 from tlxstore.runlog import RunLog, read_envelopes
 from tlxstore.store import Store
-from tlxstore.testing import envelopes, small_run
+from tlxstore.testing import envelopes, leave_behind, small_run
 
 KILLS = 120
 IDLE, APPENDING, INGESTING = 0, 1, 2
@@ -189,8 +189,8 @@ def test_kill_9_inside_a_projection_pass_leaves_only_whole_transactions(tmp_path
     for path in (template, reference):
         with Store(path) as store:
             store.ingest(events)
+    leave_behind(template)  # as an older tlxdb left a bulk ingest, for the pass to catch up
     with Store(reference) as store:
-        store.project()
         want = {t: store.query(f"SELECT * FROM {t} ORDER BY ALL") for t in PROJECTIONS}
     n = len(events)
     rng = random.Random(7)

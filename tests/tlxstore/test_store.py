@@ -23,10 +23,17 @@ from tlxstore.errors import EventConflictError, StoreBusyError, StoreError, Stor
 from tlxstore.events import BASELINE_ID, DecisionMade, Envelope, Outcome, new_event_id
 from tlxstore.locking import lock_path
 from tlxstore.store import Store
-from tlxstore.store.projection import COMPACT_EVERY, PROJECT_INLINE_BELOW
+from tlxstore.store.projection import BULK_PASS, COMPACT_EVERY
 from tlxstore.store.schema import STORE_SCHEMA_VERSION
 from tlxstore.store.sql import store_sql
-from tlxstore.testing import candidate_events, cut_short, envelopes, run_started, small_run
+from tlxstore.testing import (
+    candidate_events,
+    cut_short,
+    envelopes,
+    leave_behind,
+    run_started,
+    small_run,
+)
 
 
 def test_a_new_store_records_its_schema_version(store_path):
@@ -295,12 +302,12 @@ def _storage_version_of_a_new_store(folder: Path) -> str:
     return _storage_version(folder / "new.duckdb")
 
 
-# ---- projections left to the next read ----------------------------------------------------------
+# ---- bulk batches, and projections an older tlxdb left behind ----------------------------------------------------------
 
 
 def _bulk(run_id: str) -> list[Envelope]:
     events = small_run(95, tag=run_id)
-    assert len(events) >= PROJECT_INLINE_BELOW
+    assert len(events) >= BULK_PASS
     return envelopes(run_id, events)
 
 
@@ -483,6 +490,7 @@ def test_a_store_whose_views_lag_and_that_is_not_writable_says_so_in_one_line(st
     bulk = _bulk("r1")
     store.ingest(bulk)
     store.close()
+    leave_behind(store_path)
     with unwritable(store_path):
         out = CliRunner().invoke(
             main, ["query", "SELECT count(*) FROM proj_candidates", "--store", str(store_path)]
@@ -568,18 +576,35 @@ def _promoted(store: Store) -> list[tuple]:
     ]
 
 
-def test_bulk_ingests_merge_nothing_and_the_pass_after_them_merges_every_table(store_path):
+def test_bulk_ingests_merge_nothing_and_a_pass_catching_up_merges_every_table(store_path):
+    """A bulk ingest is its own pass and merges only as every COMPACT_EVERY-th one does; a pass
+    that catches up a store an older tlxdb left behind merges what it covers."""
     store = Store(store_path)
     for i in range(3):
         store.ingest(_bulk(f"bulk{i}"))
+    assert store.projection_lag() == 0
+    store.close()
     con = duckdb.connect(str(store_path), read_only=True)
     (groups,) = con.execute(
         "SELECT count(DISTINCT row_group_id) FROM pragma_storage_info('events')"
     ).fetchone()
     con.close()
     assert groups == 3  # one per ingest, none merged
-    store.project()
+    leave_behind(store_path)
+    store = Store(store_path)
+    assert store.project() == 3 * len(_bulk("x"))
     assert _row_groups(store, "events") == 1 and _row_groups(store, "proj_samples") == 1
+
+
+def test_a_store_an_older_tlxdb_left_behind_is_caught_up_by_the_next_read(store_path):
+    bulk = _bulk("r1")
+    Store(store_path).ingest(bulk)
+    want = Store(store_path).query("SELECT * FROM proj_candidates ORDER BY ALL")
+    assert leave_behind(store_path) == len(bulk)
+    store = Store(store_path)
+    assert store.projection_lag() == len(bulk)
+    assert store.query("SELECT * FROM proj_candidates ORDER BY ALL") == want
+    assert store.projection_lag() == 0
 
 
 def test_new_event_ids_are_uuid7_and_their_keys_grow_with_time(store_path):

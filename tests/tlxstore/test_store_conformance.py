@@ -6,6 +6,7 @@ import duckdb
 
 from tlxstore.conformance import StoreConformance
 from tlxstore.store import Store
+from tlxstore.testing import leave_behind
 
 
 class TestDuckDBFileStore(StoreConformance):
@@ -21,3 +22,7 @@ class TestDuckDBFileStore(StoreConformance):
         assert reordered != payload
         con.execute("UPDATE events SET payload = ? WHERE event_id = ?", [reordered, event_id])
         con.close()
+
+    def leave_behind(self, store):
+        store.close()
+        return leave_behind(store.path)

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from tlxstore.conformance import StoreConformance
-from tlxstore.testing import envelopes, small_run
+from tlxstore.testing import envelopes, leave_behind, small_run
 
 pytest.importorskip("duckdb_extension_ducklake")
 pytest.importorskip("duckdb_extension_sqlite_scanner")
@@ -29,9 +29,9 @@ def _file_counts(store: DuckLakeStore) -> dict[str, int]:
 
 
 class TestDuckLakeStore(StoreConformance):
-    # Each ingest is a DuckLake commit (~0.4 s on two cores); 125 is still far below
-    # PROJECT_INLINE_BELOW (each batch projected in its own ingest), as on the team store. Rows
-    # inlined in the catalog are the test below's, with loop-sized batches.
+    # Each ingest is a DuckLake commit (~0.4 s on two cores); 125 events a batch keeps the
+    # loop-sized feeding short. Rows inlined in the catalog are the test below's, with
+    # loop-sized batches.
     small_batch = 125
 
     def make_store(self, tmp_path):
@@ -46,6 +46,14 @@ class TestDuckLakeStore(StoreConformance):
         reordered = json.dumps(dict(reversed(list(json.loads(payload).items()))))
         con.execute("UPDATE events SET payload = ? WHERE event_id = ?", [reordered, event_id])
         con.close()
+
+    def leave_behind(self, store):
+        store.close()
+        con = connect_lake(store.path, write=True)
+        try:
+            return leave_behind(con)
+        finally:
+            con.close()
 
     def test_projection_rows_inlined_in_the_catalog_read_back_as_rows_in_parquet_files(
         self, tmp_path

@@ -13,7 +13,7 @@ from tlxstore.errors import StoreError  # noqa: E402
 from tlxstore.fold import fold  # noqa: E402
 from tlxstore.location import open_store  # noqa: E402
 from tlxstore.team import TeamStore, connect_team, parse_team_url  # noqa: E402
-from tlxstore.testing import envelopes, small_run  # noqa: E402
+from tlxstore.testing import envelopes, leave_behind, small_run  # noqa: E402
 
 
 class TestTeamStoreConformance(StoreConformance):
@@ -39,6 +39,13 @@ class TestTeamStoreConformance(StoreConformance):
         assert reordered != payload
         con.execute("UPDATE events SET payload = ? WHERE event_id = ?", [reordered, event_id])
         con.close()
+
+    def leave_behind(self, store):
+        con = connect_team(self.pg.store_url(store.url.data_path, schema=store.url.schema))
+        try:
+            return leave_behind(con)
+        finally:
+            con.close()
 
 
 def test_a_team_store_with_s3_data_keeps_its_parquet_in_the_bucket_and_another_host_reads_it(

@@ -14,11 +14,12 @@ Invariants:
   killed mid-ingest leaves nothing of that batch).
 - The proj_* tables hold the projections of exactly the events below
   projection_state.projected_pos. A projection pass (project.sql, one INSERT per table over every
-  event not yet projected, never row by row) commits with the advance of projected_pos. A batch
-  of fewer than PROJECT_INLINE_BELOW events is projected in its ingest's own transaction; a
-  larger one is left to the next pass, which every read of the projections runs first
-  (Store._reading) and `Store.project` runs on demand. No reader ever sees a projection behind
-  the events.
+  event not yet projected, never row by row) commits with the advance of projected_pos. Every
+  ingest projects its batch in its own transaction: events and projections are stored together
+  or not at all, so an event the projections cannot hold is refused with its batch and never
+  leaves the store behind. A store an older tlxdb left behind is caught up by the next read of
+  the projections (Store._reading) or `Store.project`, or the read says in one line why not. No
+  reader ever sees a projection behind the events.
 - A batch enters as one Arrow table of records (payload as JSON text, serialized once per event).
 - A call leaves no WAL behind: COMMIT checkpoints (see connection.Connections._new_instance).
 - Every call attaches the file only while holding `<store>.lock` (exclusive to write, shared to
@@ -30,8 +31,9 @@ Invariants:
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,11 +41,19 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from tlxstore.errors import QueryError, QueryFenceError, StoreError, UnknownRunError
+from tlxstore.disk import disk_full
+from tlxstore.errors import (
+    QueryError,
+    QueryFenceError,
+    QueryTimeoutError,
+    StoreError,
+    TlxdbError,
+    UnknownRunError,
+)
 from tlxstore.store import generation, projection, reading, schema, views
 from tlxstore.store.connection import Connections, Sandbox
 from tlxstore.store.ingest import IngestTimings, append_new, incoming_table
-from tlxstore.store.sql import arrow, one_line, store_sql
+from tlxstore.store.sql import TooManyRows, arrow, one_line, rollback, store_sql
 
 if TYPE_CHECKING:  # the codec (every event model) is imported where events are read or written:
     from tlxstore.events import Envelope  # a query alone (`tlxdb runs`) never needs it
@@ -117,16 +127,14 @@ class Store(Connections):
             try:
                 added = append_new(con, incoming)
                 t3 = time.perf_counter()
-                projected = 0
-                if added and len(envs) < projection.PROJECT_INLINE_BELOW:
-                    projected = projection.project_pending(con)
+                projected = self._project_batch(con, envs) if added else 0
                 t3p = time.perf_counter()
                 projection.merge_if_due(con, projected)
                 if added:  # before COMMIT, under the exclusive lock: no reader ever finds new
                     self._bump_generation()  # rows under an old generation (a
                 con.execute("COMMIT")  # failed COMMIT leaves a bump too many: one refresh)
             except BaseException:
-                con.execute("ROLLBACK")
+                rollback(con)
                 raise
             t4 = time.perf_counter()
         t5 = time.perf_counter()
@@ -141,6 +149,30 @@ class Store(Connections):
             release_ms=(t5 - t4) * 1e3,
         )
         return added
+
+    def _project_batch(self, con: duckdb.DuckDBPyConnection, envs: list[Envelope]) -> int:
+        """Inside an ingest: project everything behind, this batch included (PROJECT_CHUNK
+        events a statement, in one transaction). Events the projections cannot hold are refused
+        with the batch (StoreError, one line), never committed unprojected."""
+        try:
+            return projection.project_all(con)
+        except duckdb.Error as exc:
+            raise self._failure(
+                exc,
+                lambda cause: (
+                    f"store {self.location} refused {_runs_of(envs)}: its events do not fit "
+                    f"the store's views ({cause}); nothing was written"
+                ),
+            ) from None
+
+    def _failure(self, exc: duckdb.Error, otherwise: Callable[[str], str]) -> TlxdbError:
+        """What a failed write of the store was: damage, a full disk, or a StoreError saying
+        `otherwise(the error's first line)`."""
+        return (
+            self.damage(exc)
+            or disk_full(exc, f"store {self.location}")
+            or StoreError(otherwise(one_line(exc)))
+        )
 
     def ingest_log(self, path: str | os.PathLike[str]) -> int:
         """Ingest a run log (a file, or an output folder holding events.jsonl)."""
@@ -165,7 +197,22 @@ class Store(Connections):
         if self._v1_read_only:
             return 0
         with self._connect(write=True) as con:
+            return self._catch_up(con)
+
+    def _catch_up(self, con: duckdb.DuckDBPyConnection) -> int:
+        """projection.catch_up, its failure one line that names the store and the way out."""
+        try:
             return projection.catch_up(con)
+        except duckdb.Error as exc:
+            raise self._failure(
+                exc,
+                lambda cause: (
+                    f"{projection.lag(con)} events of store {self.location} cannot be brought "
+                    f"into its views ({cause}); the events themselves read as ever (`tlxdb "
+                    "export`): move the store aside and rebuild it with `tlxdb import` of your runs' "
+                    "output folders"
+                ),
+            ) from None
 
     def projection_lag(self) -> int:
         """How many stored events the proj_* tables do not hold yet."""
@@ -197,7 +244,7 @@ class Store(Connections):
                     f"{lag} events of store {self.location} are not in its views yet, and they cannot be "
                     f"brought up to date: {exc}"
                 ) from None
-            projection.catch_up(con)
+            self._catch_up(con)
             self._done_writing(con)
             if sandbox is None:
                 self._read_only_again(con)
@@ -246,14 +293,27 @@ class Store(Connections):
         SQL a user typed runs in a `sandbox` (connection.Sandbox)."""
         with self._reading(sandbox) as con:
             reading.check_read_only(con, sql)
+            timeout_s = sandbox.timeout_s if sandbox is not None else None
+            max_rows = sandbox.max_rows if sandbox is not None else None
             try:
                 for name, body in (views or {}).items():
                     con.execute(f'CREATE TEMPORARY VIEW "{name}" AS {body}')
                 try:
-                    return arrow(con.execute(sql, params))
+                    with _time_limit(con, timeout_s):
+                        return arrow(con.execute(sql, params), max_rows)
                 finally:
                     for name in views or {}:
                         con.execute(f'DROP VIEW IF EXISTS temp."{name}"')
+            except TooManyRows:
+                raise QueryError(
+                    f"the query returns more than {max_rows:,} rows; add a LIMIT, or write them to "
+                    "a file with `tlxdb export --view` or your own DuckDB client"
+                ) from None
+            except duckdb.InterruptException:
+                raise QueryTimeoutError(
+                    f"the query ran past its time limit of {timeout_s:g} s and was stopped; "
+                    "give it more with --timeout"
+                ) from None
             except duckdb.PermissionException as exc:
                 raise QueryFenceError(
                     f"the query reached outside the store: {one_line(exc)}"
@@ -283,6 +343,18 @@ class Store(Connections):
                 for name in views or {}:
                     con.execute(f'DROP VIEW IF EXISTS temp."{name}"')
             return out
+
+    def query_events(
+        self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None
+    ) -> pa.Table:
+        """One read-only SELECT over the stored events alone (no projection read): it answers
+        also where the views cannot be brought up to date (export reads this way)."""
+        with self._connect(write=False) as con:
+            reading.check_read_only(con, sql)
+            try:
+                return arrow(con.execute(sql, params))
+            except duckdb.Error as exc:
+                raise self.damage(exc) or QueryError(f"the query failed: {one_line(exc)}") from None
 
     def run_envelopes(self, run_id: str) -> list[Envelope]:
         """Every stored event of one run, in seq order (upcast to the current versions)."""
@@ -333,3 +405,28 @@ class Store(Connections):
         raise UnknownRunError(
             f"run {ref!r} is ambiguous in store {self.location}: {', '.join(matches[:5])}"
         )
+
+
+@contextmanager
+def _time_limit(con: duckdb.DuckDBPyConnection, timeout_s: float | None) -> Iterator[None]:
+    """Interrupt what `con` runs once `timeout_s` seconds have passed (DuckDB then raises
+    InterruptException in the thread running it); no limit when None."""
+    if timeout_s is None:
+        yield
+        return
+    timer = threading.Timer(timeout_s, con.interrupt)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _runs_of(envs: Sequence[Envelope]) -> str:
+    """The runs of a batch, for a message: `run R`, or `runs R1, R2 (+N more)`."""
+    runs = list(dict.fromkeys(e.run_id for e in envs))
+    if len(runs) == 1:
+        return f"run {runs[0]}"
+    more = f" (+{len(runs) - 3} more)" if len(runs) > 3 else ""
+    return f"runs {', '.join(runs[:3])}{more}"

@@ -14,6 +14,9 @@ statement can undo any of it. The statement check (reading.check_read_only) come
 from __future__ import annotations
 
 import os
+import shutil
+import stat
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +28,7 @@ from typing import Self
 import duckdb
 
 from tlxstore.config import settings
+from tlxstore.disk import disk_full
 from tlxstore.errors import StoreBusyError, StoreDamagedError, StoreError, StoreTooNewError
 from tlxstore.locking import store_lock
 from tlxstore.store.sql import ALIAS, one_line, sql_quoted, store_sql
@@ -33,13 +37,22 @@ from tlxstore.store.sql import ALIAS, one_line, sql_quoted, store_sql
 @dataclass(frozen=True)
 class Sandbox:
     """How far SQL a user typed may reach: the store alone, or also files (`allow_files`: reading
-    the user's own files with read_parquet or read_csv; never writing, never extensions)."""
+    the user's own files with read_parquet or read_csv; never writing, never extensions), and for
+    how long: a query still running after `timeout_s` seconds is interrupted (QueryTimeoutError),
+    so that it never holds the store long enough to keep a writer out past the lock timeout;
+    and how much it may bring back: a result of more than `max_rows` rows is refused
+    (QueryError) as soon as it passes them, before it fills the memory."""
 
     allow_files: bool = False
+    timeout_s: float | None = None
+    max_rows: int | None = None
 
 
 # How DuckDB tells of a damaged file: a block cut off, or one whose checksum fails.
 _DAMAGE_SIGNS = ("Could not read enough bytes", "Corrupt database file")
+# How DuckDB tells that another process holds the file ("Could not set lock on file ...:
+# Conflicting lock is held in ..."), in lower case.
+_HELD_SIGNS = ("could not set lock", "conflicting lock")
 _HEADER_BYTES = 3 * 4096  # a DuckDB file's main header and its two database headers
 
 
@@ -60,12 +73,21 @@ class Connections:
         return str(self.path)
 
     def exists(self) -> bool:
-        """Whether the store has been created (a folder is refused)."""
+        """Whether the store has been created (a folder, a FIFO or a device is refused: opening
+        one would hang or read what is not a store)."""
         if self.path.is_dir():
             raise StoreError(
                 f"store path {self.path} is a folder; give a file such as {self.path / 'store.duckdb'}"
             )
-        return self.path.exists()
+        try:
+            mode = self.path.stat().st_mode
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise StoreError(f"store path {self.path} cannot be read: {exc.strerror}") from None
+        if not stat.S_ISREG(mode):
+            raise StoreError(f"store path {self.path} is not a regular file; give a store file")
+        return True
 
     def runs_dir(self) -> Path:
         """The host-local folder where runs write their output by default."""
@@ -93,11 +115,11 @@ class Connections:
         try:
             with self._attached(write, sandbox) as con:
                 yield con
-        except duckdb.Error as exc:
-            damage = self.damage(exc)
-            if damage is None:
+        except (duckdb.Error, OSError) as exc:
+            failure = self.damage(exc) or disk_full(exc, f"store {self.location}")
+            if failure is None:
                 raise
-            raise damage from None
+            raise failure from None
 
     def damage(self, exc: BaseException) -> StoreDamagedError | None:
         """A StoreDamagedError naming the file and what to do, when `exc` shows the file
@@ -185,7 +207,11 @@ class Connections:
         """A DuckDB instance of its own with the store attached read-only, fenced as the module
         says, closed after the block. The caller holds the store lock."""
         con = self._new_instance()  # a backend loads its own extensions here, before the fence
+        # DuckDB's temp folder stays reachable behind the fence; the default one (./.tmp, where
+        # tlxdb was started) may be anything, a symlink to /etc included. This one is private.
+        spill = tempfile.mkdtemp(prefix="tlxdb-query-")
         try:
+            con.execute(f"SET temp_directory = '{sql_quoted(spill)}'")
             con.execute("SET autoinstall_known_extensions = false")
             con.execute("SET autoload_known_extensions = false")
             self._attach(con, write=False)
@@ -199,6 +225,7 @@ class Connections:
             yield con
         finally:
             con.close()
+            shutil.rmtree(spill, ignore_errors=True)
 
     def _data_directories(self) -> list[str]:
         """Folders (or object-store prefixes) of the store's own data files beside the attached
@@ -252,14 +279,18 @@ class Connections:
                 con.execute(f"USE {ALIAS}")
                 return
             except duckdb.IOException as exc:
+                damage = self.damage(exc)  # before anything else: "block" holds "lock"
+                if damage is not None:
+                    raise damage from None
                 text = str(exc).lower()
-                if "lock" in text and time.monotonic() < deadline:
+                held = any(sign in text for sign in _HELD_SIGNS)
+                if held and time.monotonic() < deadline:
                     time.sleep(
                         delay
                     )  # held by a program outside tlxdb's lock (e.g. a duckdb shell)
                     delay = min(delay * 2, 0.2)
                     continue
-                if "lock" in text:
+                if held:
                     raise StoreBusyError(
                         f"store {self.location} is held by another program (not tlxdb) for {self.lock_timeout_s:g} s; close it and retry"
                     ) from None
@@ -279,8 +310,10 @@ class Connections:
                         f"store {self.location} cannot be opened: it is not a DuckDB file (damaged, or "
                         "another program's); move it aside or choose another store"
                     ) from None
-                raise self.damage(exc) or StoreError(
-                    f"store {self.location} cannot be opened: {one_line(exc)}"
+                raise (
+                    self.damage(exc)
+                    or disk_full(exc, f"store {self.location}")
+                    or StoreError(f"store {self.location} cannot be opened: {one_line(exc)}")
                 ) from None
             except duckdb.Error as exc:
                 raise self.damage(exc) or StoreError(

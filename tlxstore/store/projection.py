@@ -13,13 +13,11 @@ from functools import cache
 import duckdb
 
 from tlxstore.errors import StoreError
-from tlxstore.store.sql import store_sql
+from tlxstore.store.sql import rollback, store_sql
 
-# A batch this small is projected in its ingest's transaction (the loop's per-candidate ingests,
-# which a lookup follows at once); a larger one is projected by the next read, in bulk, where a
-# pass's fixed cost per table is spread over every batch since the last (docs/STORE.md).
-PROJECT_INLINE_BELOW = 1_000
-PROJECT_CHUNK = 1_000_000  # events per transaction of a projection pass that catches up
+# A pass over this many events or more is a bulk pass: its COMMIT merges (merge_if_due).
+BULK_PASS = 1_000
+PROJECT_CHUNK = 1_000_000  # events per statement set of a pass (per transaction when catching up)
 COMPACT_EVERY = 8  # every 8th projection pass merges small row groups (merge_if_due)
 _VACUUM_TASKS = 100  # DuckDB's default max_vacuum_tasks: the merges one compaction may run
 
@@ -59,34 +57,43 @@ def project_pending(con: duckdb.DuckDBPyConnection, limit: int | None = None) ->
     return hi - lo
 
 
+def project_all(con: duckdb.DuckDBPyConnection) -> int:
+    """Inside a transaction (an ingest's): project every event behind, PROJECT_CHUNK events at a
+    time, so memory stays bounded; returns how many."""
+    done = 0
+    while (n := project_pending(con, limit=PROJECT_CHUNK)) == PROJECT_CHUNK:
+        done += n
+    return done + n
+
+
 def catch_up(con: duckdb.DuckDBPyConnection) -> int:
-    """Under the exclusive lock: project every event behind, PROJECT_CHUNK events per
-    transaction; returns how many."""
+    """Under the exclusive lock: project every event behind (a store an older tlxdb left
+    behind), PROJECT_CHUNK events per transaction; returns how many."""
     done = 0
     while True:
         con.execute("BEGIN")
         try:
             n = project_pending(con, limit=PROJECT_CHUNK)
-            merge_if_due(con, n)
+            merge_if_due(con, n, bulk=True)
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            rollback(con)
             raise
         done += n
         if n < PROJECT_CHUNK:
             return done
 
 
-def merge_if_due(con: duckdb.DuckDBPyConnection, projected: int) -> None:
+def merge_if_due(con: duckdb.DuckDBPyConnection, projected: int, bulk: bool = False) -> None:
     """Set whether this transaction's COMMIT merges small row groups (of every table): only
-    with a projection pass, and then if the pass covered a bulk of events (PROJECT_INLINE_BELOW or
-    more: it writes large row groups anyway, and the events it covers were appended in
-    groups left for a pass to merge) or if it is the COMPACT_EVERY-th pass. A small ingest is
-    its own pass, so its row groups are merged once every COMPACT_EVERY ingests."""
+    with a projection pass, and then if it is the COMPACT_EVERY-th pass, or (`bulk`) a pass
+    that caught up BULK_PASS events or more (events an older tlxdb appended in groups left
+    for a pass to merge). Every ingest is its own pass, so its row groups are merged once
+    every COMPACT_EVERY ingests."""
     due = False
     if projected:
         row = con.execute("SELECT catch_ups FROM projection_state").fetchone()
-        due = projected >= PROJECT_INLINE_BELOW or (row is not None and row[0] % COMPACT_EVERY == 0)
+        due = (bulk and projected >= BULK_PASS) or (row is not None and row[0] % COMPACT_EVERY == 0)
     con.execute(f"SET max_vacuum_tasks = {_VACUUM_TASKS if due else 0}")
 
 
