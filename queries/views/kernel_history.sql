@@ -1,30 +1,57 @@
--- The best ever per kernel x bundle x device: how many runs tried it, when, and the best final
--- (revalidated) speedup of a run's winner with its run, candidate and source hash; beside it the
--- best decided speedup of any promoted candidate (before revalidation) and where it came from.
+-- The best ever per kernel x bundle x device: how many runs tried it and when, and its best
+-- source by pooled estimate (source_estimates: every measurement of a source, decisions and
+-- final revalidations of every run, pooled into one speedup with one 99% CI; never the luckiest
+-- of them) among the sources some run promoted, with how many measurements that figure pools
+-- and where the source was first measured. On a tie, the source measured first. Speedups are
+-- against each run's baseline.
+WITH k AS (
+    SELECT
+        kernel_id,
+        entry_point,
+        kernel_file,
+        bundle_digest,
+        device_kind,
+        count(*) AS runs,
+        count(*) FILTER (WHERE status = 'finished') AS finished_runs,
+        count(*) FILTER (WHERE success) AS successful_runs,
+        sum(candidates) AS candidates,
+        min(started_at) AS first_run_at,
+        max(started_at) AS last_run_at,
+        sum(cost_usd) AS cost_usd
+    FROM runs
+    GROUP BY kernel_id, entry_point, kernel_file, bundle_digest, device_kind
+)
 SELECT
-    r.kernel_id,
-    r.entry_point,
-    r.kernel_file,
-    r.bundle_digest,
-    r.device_kind,
-    count(*) AS runs,
-    count(*) FILTER (WHERE r.status = 'finished') AS finished_runs,
-    count(*) FILTER (WHERE r.success) AS successful_runs,
-    sum(r.candidates) AS candidates,
-    min(r.started_at) AS first_run_at,
-    max(r.started_at) AS last_run_at,
-    max(r.revalidated_speedup) FILTER (WHERE r.success) AS best_revalidated_speedup,
-    arg_max(r.run_id, r.revalidated_speedup) FILTER (WHERE r.success) AS best_run_id,
-    arg_max(r.winner_id, r.revalidated_speedup) FILTER (WHERE r.success) AS best_candidate_id,
-    arg_max(r.winner_source_hash, r.revalidated_speedup) FILTER (WHERE r.success) AS best_source_hash,
-    max(p.best_speedup) AS best_decided_speedup,
-    -- on a tie, the first run (run ids begin with the time they started), as a run's own best
-    -- is its first candidate on a tie
-    first(p.run_id || '/' || p.best_candidate_id ORDER BY p.best_speedup DESC, p.run_id)
-        FILTER (WHERE p.best_speedup IS NOT NULL) AS best_decided_candidate,
-    sum(r.cost_usd) AS cost_usd
-FROM runs r
--- each run's best promoted candidate (its last decision promoted it, as `candidates` has it), as
--- the projection passes keep it: no run's decisions are read here
-LEFT JOIN proj_run_candidates p ON p.run_id = r.run_id
-GROUP BY r.kernel_id, r.entry_point, r.kernel_file, r.bundle_digest, r.device_kind
+    k.kernel_id,
+    k.entry_point,
+    k.kernel_file,
+    k.bundle_digest,
+    k.device_kind,
+    k.runs,
+    k.finished_runs,
+    k.successful_runs,
+    k.candidates,
+    k.first_run_at,
+    k.last_run_at,
+    b.source_hash AS best_source_hash,
+    b.pooled_speedup AS best_pooled_speedup,
+    b.ci_low AS best_ci_low,
+    b.ci_high AS best_ci_high,
+    b.measurements AS best_measurements,
+    b.runs AS best_runs,
+    b.first_run_id AS best_first_run_id,
+    b.first_candidate_id AS best_first_candidate_id,
+    b.baseline_source_hash AS best_baseline_source_hash,
+    k.cost_usd
+FROM k
+-- the estimates of this kernel's sources only (a lateral join: a filter on the view reaches the
+-- runs whose measurements are read)
+LEFT JOIN LATERAL (
+    SELECT * FROM source_estimates e
+    WHERE e.kernel_id IS NOT DISTINCT FROM k.kernel_id
+      AND e.bundle_digest IS NOT DISTINCT FROM k.bundle_digest
+      AND e.device_kind IS NOT DISTINCT FROM k.device_kind
+      AND e.promotions > 0
+    ORDER BY e.pooled_speedup DESC, e.first_run_id, e.source_hash
+    LIMIT 1
+) b ON true

@@ -1,7 +1,11 @@
 -- Baseline and best per case over time, per kernel, bundle and device: one row per run and case.
 -- baseline_median_us is the run's validation of the untouched kernel; best_median_us is the
 -- winner's median in the final revalidation (its round median when it was not revalidated), or
--- the baseline's when the run found no winner. speedup = baseline_median_us / best_median_us.
+-- the baseline's when the run found no winner. speedup = baseline_median_us / best_median_us:
+-- that run's measurement of its result, one point of the series. best_source_hash is that
+-- result's source, and pooled_* its one estimate over every measurement of it in any run
+-- (source_estimates; NULL for the baseline, the unit of every speedup), so a source that several
+-- runs re-measured shows one figure, not each run's.
 -- (Read from the projections, not from the runs view, so a filter on the kernel, bundle or device
 -- reaches the runs before their samples are read.)
 WITH finished AS (
@@ -9,7 +13,8 @@ WITH finished AS (
     QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY seq DESC) = 1
 ),
 r AS (
-    SELECT h.run_id, i.kernel_id, i.bundle_digest, i.device_kind, p.started_at, f.success, f.winner_id
+    SELECT h.run_id, i.kernel_id, i.bundle_digest, i.device_kind, i.measurement_key,
+        i.baseline_source_hash, p.started_at, f.success, f.winner_id
     FROM run_heads h
     LEFT JOIN run_identity i ON i.run_id = h.run_id
     LEFT JOIN proj_runs p ON p.run_id = h.run_id
@@ -45,8 +50,22 @@ SELECT
     coalesce(CASE WHEN r.success THEN r.winner_id END, 'baseline') AS best_candidate_id,
     CASE WHEN r.success THEN coalesce(v.candidate_median_us, w.median_us) ELSE b.median_us END AS best_median_us,
     b.median_us / (CASE WHEN r.success THEN coalesce(v.candidate_median_us, w.median_us) ELSE b.median_us END) AS speedup,
-    v.baseline_median_us AS revalidation_baseline_median_us
+    v.baseline_median_us AS revalidation_baseline_median_us,
+    coalesce(w.source_hash, r.baseline_source_hash) AS best_source_hash,
+    e.pooled_speedup,
+    e.ci_low AS pooled_ci_low,
+    e.ci_high AS pooled_ci_high,
+    e.measurements AS pooled_measurements
 FROM r
 JOIN base b ON b.run_id = r.run_id
 LEFT JOIN reval v ON v.run_id = r.run_id AND v.candidate_id = r.winner_id AND v.case_id = b.case_id
 LEFT JOIN rounds w ON w.run_id = r.run_id AND w.candidate_id = r.winner_id AND w.case_id = b.case_id
+LEFT JOIN LATERAL (
+    SELECT source_hash FROM proj_candidates
+    WHERE r.success AND run_id = r.run_id AND candidate_id = r.winner_id
+) w ON true
+LEFT JOIN LATERAL (
+    SELECT pooled_speedup, ci_low, ci_high, measurements FROM source_estimates
+    WHERE kernel_id = r.kernel_id AND measurement_key = r.measurement_key
+      AND baseline_source_hash = r.baseline_source_hash AND source_hash = w.source_hash
+) e ON true

@@ -512,7 +512,7 @@ CANDIDATES = [
 def test_each_run_keeps_its_candidate_count_and_best_promoted_candidate_pass_by_pass(
     store_path, per_ingest
 ):
-    """proj_run_candidates, which the runs and kernel_history views read, holds what every
+    """proj_run_candidates, which the runs view reads, holds what every
     decision of the run says, whether its decisions come one ingest (one pass) at a time, as
     the loop's do, or all in one: a candidate decided again and refused leaves the promoted
     ones, and the next best becomes the best."""
@@ -527,8 +527,6 @@ def test_each_run_keeps_its_candidate_count_and_best_promoted_candidate_pass_by_
             assert _promoted(store) == [("r1", 3, {("c001", 1.25), ("c002", 2.0)}, "c002", 2.0)]
     assert store.projection_lag() == 0
     assert _promoted(store) == [("r1", 5, {("c001", 1.25), ("c004", 1.25)}, "c001", 1.25)]
-    (row,) = queries.query(store, "SELECT * FROM kernel_history").to_pylist()
-    assert (row["best_decided_candidate"], row["best_decided_speedup"]) == ("r1/c001", 1.25)
     assert queries.query(store, "SELECT candidates FROM runs").to_pylist() == [{"candidates": 5}]
 
 
