@@ -24,6 +24,8 @@ class MeasuredCandidate(_Row):
     knobs: dict[str, Any] = {}
     outcome: str | None  # promoted / rejected / failed / duplicate, None when undecided
     speedup: float | None = None  # vs that run's baseline
+    ci_low: float | None = None  # the decision's 99% interval of the speedup
+    ci_high: float | None = None
     reason: str = ""
     hypothesis: str = ""
 

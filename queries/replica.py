@@ -42,6 +42,8 @@ _TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "outcome",
             "reason",
             "speedup",
+            "ci_low",
+            "ci_high",
             "round",
             "proposed_at",
             "hypothesis",

@@ -54,6 +54,8 @@ def measured_in(state: RunState, *, pending: bool = False) -> list[MeasuredCandi
                 knobs=c.proposal.knobs,
                 outcome=d.outcome.value if d else None,
                 speedup=d.speedup if d else None,
+                ci_low=d.ci_low if d else None,
+                ci_high=d.ci_high if d else None,
                 reason=d.reason if d else "proposed in this round, not measured yet",
                 hypothesis=c.proposal.hypothesis,
             )

@@ -180,6 +180,105 @@ def test_a_second_run_starts_from_the_best_configuration_of_earlier_runs():
     assert len(proposals) <= 3 and isinstance(done, SearchExhausted)
 
 
+def measured_block(
+    run_id: str,
+    candidate_id: str,
+    block: int,
+    outcome: str,
+    speedup: float,
+    ci: tuple[float, float] | None,
+) -> MeasuredCandidate:
+    """A decided softmax candidate of BLOCK `block`, as the store lists one."""
+    source = apply_knobs(SOFTMAX, {"BLOCK": block})
+    return MeasuredCandidate(
+        run_id=run_id,
+        candidate_id=candidate_id,
+        source_hash=source_hashes(source)[0],
+        knobs={**knob_values(SOFTMAX), "BLOCK": block},
+        outcome=outcome,
+        speedup=speedup,
+        ci_low=None if ci is None else ci[0],
+        ci_high=None if ci is None else ci[1],
+    )
+
+
+def best_first(measured: list[MeasuredCandidate]) -> list[MeasuredCandidate]:
+    """ctx.prior_best as the store lists it: the promoted ones, best single figure first."""
+    return sorted((m for m in measured if m.outcome == "promoted"), key=lambda m: -(m.speedup or 0))
+
+
+def at_block(
+    block: int, measured: list[MeasuredCandidate], run_id: str, prior_best: list[MeasuredCandidate]
+) -> ProviderContext:
+    """The softmax context of a run whose incumbent has BLOCK `block`."""
+    parent = apply_knobs(SOFTMAX, {"BLOCK": block})
+    return context(SOFTMAX, measured, parent=parent, run_id=run_id, prior_best=prior_best)
+
+
+def test_a_start_re_measured_luckier_in_this_run_does_not_send_it_back_to_a_worse_one():
+    """The second run re-adopted BLOCK=4096 and measured it better than the first run did; the
+    next proposal must not take BLOCK=512 (3.2x) for the best known start against 4096 (17x)."""
+    first = [
+        measured_block("r1", "c001", 512, "promoted", 3.18, (3.05, 3.60)),
+        measured_block("r1", "c002", 4096, "promoted", 18.1, (14.5, 20.5)),
+        measured_block("r1", "c003", 2048, "rejected", 7.27, (7.01, 8.24)),
+    ]
+    again = measured_block("r2", "c001", 4096, "promoted", 25.7, (13.1, 27.3))
+    prior_best = best_first(first)
+    result = TuneProvider().propose(
+        at_block(4096, [*first, again], "r2", prior_best), lambda e: None
+    )
+    if isinstance(result, Proposal):
+        assert result.replays is None and result.knobs != {"BLOCK": 512}, result.hypothesis
+    else:  # every neighbour of 4096 is measured: the search is over
+        assert (
+            "BLOCK=4096 at 19.3x the baseline [99% CI 16.5, 22.6], pooled over 2" in result.reason
+        )
+
+
+def test_the_best_known_start_is_the_best_by_pooled_estimate_not_by_its_luckiest_measurement():
+    """BLOCK=1024 measured 10x twice, once 20x on a noisy measurement: pooled about 10x. BLOCK=2048
+    measured 12x once, precisely. The start is 2048, and the text says what each figure pools."""
+    prior = [
+        measured_block("r1", "c001", 1024, "promoted", 10.0, (9.6, 10.4)),
+        measured_block("r1", "c002", 2048, "promoted", 12.0, (11.6, 12.4)),
+        measured_block("r2", "c001", 1024, "promoted", 20.0, (5.0, 80.0)),
+        measured_block("r2", "c002", 1024, "rejected", 10.1, (9.7, 10.5)),
+    ]
+    prior_best = best_first(prior)
+    assert prior_best[0].knobs["BLOCK"] == 1024  # the luckiest single figure
+    start = TuneProvider().propose(
+        context(SOFTMAX, prior, run_id="r3", prior_best=prior_best), lambda e: None
+    )
+    assert isinstance(start, Proposal) and start.knobs == {"BLOCK": 2048}
+    assert start.replays == "r1/c002"
+    assert "12x the baseline [99% CI" in start.evidence and "1 measurement" in start.evidence
+
+    # once 2048 is measured in this run at 11x, 2048 pools two measurements; it stays the best
+    # known, so nothing is adopted again, and the search's text carries the pooled figure
+    remeasured = measured_block("r3", "c001", 2048, "promoted", 11.0, (10.6, 11.4))
+    after = TuneProvider().propose(
+        at_block(2048, [*prior, remeasured], "r3", prior_best), lambda e: None
+    )
+    assert isinstance(after, Proposal) and after.replays is None
+    assert "BLOCK=2048 at 11.5x the baseline [99% CI" in after.evidence
+    assert "pooled over 2 measurements" in after.evidence
+
+
+def test_no_start_is_adopted_when_the_best_known_configuration_was_never_promoted_elsewhere():
+    """The prior runs' promoted BLOCK=512 (3x) is below BLOCK=1024, which a prior run measured at
+    6x but rejected (it did not beat that run's incumbent): 512 is no best known start."""
+    prior = [
+        measured_block("r1", "c001", 512, "promoted", 3.0, (2.9, 3.1)),
+        measured_block("r1", "c002", 1024, "rejected", 6.0, (5.8, 6.2)),
+    ]
+    result = TuneProvider().propose(
+        context(SOFTMAX, prior, run_id="r2", prior_best=[prior[0]]), lambda e: None
+    )
+    assert isinstance(result, Proposal) and result.replays is None
+    assert result.knobs != {"BLOCK": 512}
+
+
 def test_a_failed_configuration_closes_its_direction():
     def cost(config):  # anything above 1024 fails to build
         return None if config["BLOCK"] > 1024 else interpreter_softmax(config)
