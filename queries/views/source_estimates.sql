@@ -12,28 +12,41 @@
 -- noise say, is no best); runs: the runs that measured the source. A group is
 -- also named by its kernel (kernel_id, entry point, normalized path), bundle and device, as
 -- history groups runs: one baseline source at two paths is two kernels there.
+-- (Each kind of measurement is read per run, through a lateral join from its runs' identity: a
+-- filter on the kernel, bundle or device keeps a few runs, and their ids reach the scans of the
+-- big tables.)
 WITH measured AS (
-    SELECT run_id, candidate_id, source_hash, speedup, ci_low, ci_high, decided_at AS measured_at,
-        outcome = 'promoted' AS promoted
-    FROM proj_decisions
-    WHERE outcome IN ('promoted', 'rejected') AND round > 0
+    SELECT
+        i.kernel_id, i.entry_point, i.kernel_file, i.bundle_digest, i.device_kind,
+        i.measurement_key, i.baseline_source_hash, d.source_hash, d.run_id, d.candidate_id,
+        d.decided_at AS measured_at, d.outcome = 'promoted' AS promoted, d.speedup, d.ci_low,
+        d.ci_high
+    FROM run_identity i
+    JOIN LATERAL (
+        SELECT * FROM proj_decisions
+        WHERE run_id = i.run_id AND outcome IN ('promoted', 'rejected') AND round > 0
+    ) d ON true
     UNION ALL
-    SELECT v.run_id, v.candidate_id, c.source_hash, v.speedup, v.ci_low, v.ci_high, v.recorded_at,
-        false
-    FROM proj_revalidations v
-    JOIN proj_candidates c ON c.run_id = v.run_id AND c.candidate_id = v.candidate_id
+    SELECT
+        i.kernel_id, i.entry_point, i.kernel_file, i.bundle_digest, i.device_kind,
+        i.measurement_key, i.baseline_source_hash, c.source_hash, v.run_id, v.candidate_id,
+        v.recorded_at, false, v.speedup, v.ci_low, v.ci_high
+    FROM run_identity i
+    JOIN proj_revalidations v ON v.run_id = i.run_id
+    JOIN LATERAL (
+        SELECT source_hash FROM proj_candidates
+        WHERE run_id = v.run_id AND candidate_id = v.candidate_id
+    ) c ON true
 ),
 m AS (
     SELECT
-        i.kernel_id, i.entry_point, i.kernel_file, i.bundle_digest, i.device_kind,
-        i.measurement_key, i.baseline_source_hash, x.source_hash, x.run_id, x.candidate_id,
-        x.measured_at, x.promoted, ln(x.speedup) AS log_speedup,
-        CASE WHEN x.ci_low > 0 AND x.ci_high >= x.ci_low AND isfinite(x.ci_high)
-            THEN greatest((ln(x.ci_high) - ln(x.ci_low)) / (2 * 2.5758), 0.001)
+        * EXCLUDE (speedup, ci_low, ci_high),
+        ln(speedup) AS log_speedup,
+        CASE WHEN ci_low > 0 AND ci_high >= ci_low AND isfinite(ci_high)
+            THEN greatest((ln(ci_high) - ln(ci_low)) / (2 * 2.5758), 0.001)
         END AS se
-    FROM measured x
-    JOIN run_identity i ON i.run_id = x.run_id
-    WHERE x.speedup > 0 AND isfinite(x.speedup) AND x.source_hash IS NOT NULL
+    FROM measured
+    WHERE speedup > 0 AND isfinite(speedup) AND source_hash IS NOT NULL
 ),
 g AS (
     SELECT
@@ -41,12 +54,12 @@ g AS (
         baseline_source_hash, source_hash,
         count(se) AS with_ci,
         count(*) AS n,
-        -- each sum over its values in order: a parallel sum adds them in any order, and the
+        -- each sum exact, in DECIMAL: a parallel sum of doubles adds them in any order, and the
         -- same store would give figures that differ in the last bits from one query to the next
-        list_sum(list(log_speedup / (se * se) ORDER BY log_speedup / (se * se)))
-            / list_sum(list(1 / (se * se) ORDER BY se)) AS weighted_mean,
-        sqrt(list_sum(list(1 / (se * se) ORDER BY se))) AS precision,
-        list_sum(list(log_speedup ORDER BY log_speedup)) / count(*) AS plain_mean,
+        sum((log_speedup / (se * se))::DECIMAL(38, 18))::DOUBLE
+            / sum((1 / (se * se))::DECIMAL(38, 18))::DOUBLE AS weighted_mean,
+        sqrt(sum((1 / (se * se))::DECIMAL(38, 18))::DOUBLE) AS precision,
+        sum(log_speedup::DECIMAL(38, 18))::DOUBLE / count(*) AS plain_mean,
         count(*) FILTER (WHERE promoted) AS promotions,
         count(DISTINCT run_id) AS runs,
         first(run_id ORDER BY measured_at, run_id, candidate_id) AS first_run_id,
