@@ -91,6 +91,8 @@ def case_work(example: str, params: dict[str, Any]) -> tuple[int, int | None]:
     if example == "matmul":
         m, n, k = params["M"], params["N"], params["K"]
         return (m * k + k * n + m * n) * elem, 2 * m * n * k
+    if example == "scale_shift":
+        return 2 * params["n"] * elem, None
     rows, cols = params["n_rows"], params["n_cols"]
     extra = cols if example == "rmsnorm" else 0
     return (2 * rows * cols + extra) * elem, None
@@ -139,7 +141,8 @@ def ceiling_call(
     example: str, params: dict[str, Any], device: str = "cuda"
 ) -> tuple[Any, tuple[Any, ...]]:
     """The ceiling a case is judged against, as (function, arguments) on fresh random inputs:
-    torch.matmul for the matmul, a device-to-device copy of the tensor otherwise."""
+    torch.matmul for the matmul, a device-to-device copy of the tensor otherwise (the same bytes
+    as the kernel's input)."""
     import torch
 
     dtype = getattr(torch, params.get("dtype", "bfloat16"))
@@ -147,13 +150,14 @@ def ceiling_call(
         a = torch.randn(params["M"], params["K"], device=device, dtype=dtype)
         b = torch.randn(params["K"], params["N"], device=device, dtype=dtype)
         return torch.matmul, (a, b)
-    x = torch.randn(params["n_rows"], params["n_cols"], device=device, dtype=dtype)
+    shape = (params["n"],) if example == "scale_shift" else (params["n_rows"], params["n_cols"])
+    x = torch.randn(*shape, device=device, dtype=dtype)
     return torch.Tensor.copy_, (torch.empty_like(x), x)
 
 
 def references(example: str, cases: list[dict], on_gpu: bool) -> dict[str, Any]:
-    """Median microseconds of the ceiling (ceiling_call) and of torch's own op, per case (GPU
-    only)."""
+    """Median microseconds of the ceiling (ceiling_call) and of torch's own op (softmax,
+    RMSNorm, matmul), per case (GPU only)."""
     if not on_gpu:
         return {}
     import torch
@@ -170,7 +174,7 @@ def references(example: str, cases: list[dict], on_gpu: bool) -> dict[str, Any]:
         row = {"copy_us": median_us(fn, *args)}
         if example == "softmax":
             row["torch_us"] = median_us(torch.softmax, x, -1)
-        else:
+        elif example == "rmsnorm":
             w = torch.ones(p["n_cols"], device="cuda", dtype=x.dtype)
             row["torch_us"] = median_us(F.rms_norm, x, (p["n_cols"],), w, 1e-6)
         out[case["case_id"]] = row

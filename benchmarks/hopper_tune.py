@@ -41,11 +41,25 @@ from hopper_sweep import (  # noqa: E402
     references,
 )
 
-TARGETS = {  # docs/MEASUREMENTS.md / issue 4: the fractions a tune run should reach, and within how many
+# docs/MEASUREMENTS.md / issue 4: the fractions a tune run should reach, and within how many
+TARGETS: dict[str, dict[str, Any]] = {
     "softmax": {"metric": "fraction_of_facts_copy", "goal": 0.90, "candidates": 12},
     "rmsnorm": {"metric": "fraction_of_facts_copy", "goal": 0.90, "candidates": 12},
     "matmul": {"metric": "fraction_of_torch", "goal": 0.90, "candidates": 36},
+    # issue 27: judged on the large case only; launch overhead bounds the small one
+    "scale_shift": {
+        "metric": "fraction_of_facts_copy",
+        "goal": 0.80,
+        "candidates": 12,
+        "cases": ["64M"],
+    },
 }
+
+
+def goal_reached(goal: dict[str, Any], rows: list[dict[str, Any]], metric: str) -> list:
+    """The final value of `metric` on each case the goal is judged on (its "cases", else all)."""
+    judged = goal.get("cases")
+    return [r.get(f"final_{metric}") for r in rows if judged is None or r["case_id"] in judged]
 
 
 def tlxdb_command() -> list[str]:
@@ -181,7 +195,7 @@ def summarize(
     goal = dict(TARGETS[example])
     if example == "matmul" and alternated:
         goal["metric"] = "fraction_of_torch_alternated"
-    reached = [r.get(f"final_{goal['metric']}") for r in rows]
+    reached = goal_reached(goal, rows, goal["metric"])
     return {
         "example": example,
         "exit_code": run["exit_code"],

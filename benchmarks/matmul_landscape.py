@@ -5,8 +5,8 @@
 hopper_sweep.py measures docs/MEASUREMENTS.md's 108-point grid; a search, though, walks well outside it
 (BLOCK_K 16 or 128, 2 or 16 warps, 1 or 5 stages, GROUP_M). This script measures the whole box
 tune's constraints allow, so a search can be replayed offline against real H200 times
-(tests/optimizer/test_tune_landscape.py does). Four phases, each written to DIR/landscape_matmul_
-<target>.json as soon as it ends (a cut-off run still leaves its data):
+(tests/optimizer/providers/test_tune_landscape.py does). Four phases, each written to
+DIR/landscape_matmul_<target>.json as soon as it ends (a cut-off run still leaves its data):
 
 1. compile: every configuration in parallel processes (--jobs), through the kernel's own launcher
    on a small problem whose shapes specialize like the cases (multiples of 16); failures recorded.

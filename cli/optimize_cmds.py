@@ -50,7 +50,10 @@ def _bundle_options(f: Any) -> Any:
             "--target", type=click.Path(path_type=Path), help="target.json, instead of --bundle."
         ),
         click.option(
-            "--budget", type=click.Path(path_type=Path), help="budget.json: overrides the flags."
+            "--budget",
+            type=click.Path(path_type=Path),
+            help="A budget.json whose values override the budget flags (as in the TLX agent); "
+            "a budget.json found in --bundle DIR yields to the flags you type.",
         ),
         click.option(
             "--reference-kernel",
@@ -76,6 +79,19 @@ def _budget_options(f: Any) -> Any:
         click.option("--min-speedup", type=float),
         click.option("--max-cv", type=float),
         click.option("--benchmark-repetitions", type=int),
+        click.option(
+            "--max-extra-blocks",
+            type=int,
+            help="Alternation blocks a candidate may get beyond its first ones while a case stays "
+            "noisier than --max-cv (default 6; 0: measure no more). docs/GUARDS.md, 'Noisy cases'.",
+        ),
+        click.option(
+            "--strict-noise/--no-strict-noise",
+            default=None,
+            help="The TLX agent's rule: a case noisier than --max-cv blocks promotion whatever its "
+            "interval. Default off: such a candidate is promoted when its whole interval lies "
+            "above --min-speedup, with a note naming the case.",
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -199,8 +215,9 @@ def optimize(
 ) -> None:
     """Optimize a kernel against a frozen target bundle (build, verify, benchmark, profile, decide).
 
-    Exit status: 0 a winner survived final revalidation; 2 no qualifying winner; 3 committing
-    the winner failed; 130 interrupted (continue with --resume); 1 bad input.
+    Exit status: 0 a winner survived final revalidation; 2 no qualifying winner; 3 the winner is
+    kept in the output folder, not committed (the commit failed, or your kernel or bundle
+    changed during the run); 130 interrupted (continue with --resume); 1 bad input.
 
     \b
     Examples:

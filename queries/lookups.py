@@ -76,6 +76,8 @@ def find_measured(
         match=r["match"],
         outcome=r["outcome"],
         speedup=r["speedup"],
+        ci_low=r["ci_low"],
+        ci_high=r["ci_high"],
         reason=r["reason"] or "",
     )
 

@@ -41,12 +41,18 @@ class Exclusion(_Row):
 
 
 class MeasuredMatch(_Row):
-    """An earlier evaluation of the same source (raw or normalized) under the same identity."""
+    """An earlier measurement of the same source (raw or normalized) under the same identity:
+    the one model of "already measured" for the loop's search of its own run and the store's
+    (both read the recorded verdict DecisionMade.measured). `pending`: proposed earlier in the
+    round a parallel run is filling, not measured yet (no outcome)."""
 
     run_id: str
     candidate_id: str
     source_hash: str
     match: Literal["raw", "normalized"]
-    outcome: str
+    outcome: str | None
     speedup: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
     reason: str = ""
+    pending: bool = False

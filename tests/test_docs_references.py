@@ -7,9 +7,12 @@ A reference is
   exist from the root or from the folder of the file that names it;
 - a bare Markdown name in capitals (`STORE.md`, `README.md`): some file of that name must exist.
   Bare lower-case names (`report.md`, `prompt.md`) are files tlxdb writes, not references;
-- in Markdown, any path into the repository's own folders (`optimizer/run/loop.py`,
-  `tests/tlxstore/`), also as `module.name` (`cli/options.open_store`): it must exist;
+- in any of those files (a docstring or comment of a `.py` file too), any path into the
+  repository's own folders (`optimizer/run/loop.py`, `tests/tlxstore/`), also as `module.name`
+  (`cli/options.open_store`): it must exist;
 - never a path into the guidance folder outside the repository (`../shared`).
+
+And docs/INTERFACES.md names every view of queries/views and every `tlxdb` command.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+
+import queries
+from cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -84,12 +90,11 @@ def broken_references(root: Path, skip: frozenset[Path] = frozenset()) -> list[s
                 ref = m.group(1).rstrip(".")
                 if not (root / ref).exists():
                     problems.append(f"{where}: {ref} does not exist")
-            if path.suffix == ".md":
-                for m in _OWN.finditer(line):
-                    if line[m.end() : m.end() + 1] in _PLACEHOLDER:
-                        continue
-                    if not _exists(root, m.group(1)):
-                        problems.append(f"{where}: {m.group(1)} does not exist")
+            for m in _OWN.finditer(line):
+                if line[m.end() : m.end() + 1] in _PLACEHOLDER:
+                    continue
+                if not _exists(root, m.group(1)):
+                    problems.append(f"{where}: {m.group(1)} does not exist")
             for m in _MARKDOWN.finditer(line):
                 ref = m.group(1)
                 if ref.startswith(("docs/", "benchmarks/")):
@@ -117,6 +122,7 @@ def test_a_missing_file_or_a_path_outside_is_reported(tmp_path: Path) -> None:
         '"""See docs/STORE.md, STORE.md and data/README.md; writes report.md and prompt.md.\n\n'
         "The contract is docs/CONTRACT.md §1; numbers in FACTS.md and ../" + "shared/DESIGN.md;\n"
         "results in benchmarks/results/run.json, or benchmarks/results/store_bench.{json,md}.\n"
+        "Tested by tests/pkg/test_mod.py, built by optimizer/run/loop.plan.\n"
         '"""\n'
     )
     (tmp_path / "optimizer" / "run").mkdir(parents=True)
@@ -132,4 +138,11 @@ def test_a_missing_file_or_a_path_outside_is_reported(tmp_path: Path) -> None:
         "pkg/mod.py:3: no FACTS.md in the repository",
         "pkg/mod.py:3: ../shared/DESIGN.md does not exist",
         "pkg/mod.py:4: benchmarks/results/run.json does not exist",
+        "pkg/mod.py:5: tests/pkg/test_mod.py does not exist",
     ]
+
+
+def test_the_interfaces_page_names_every_view_and_every_command() -> None:
+    words = set(re.findall(r"[\w-]+", (REPO / "docs" / "INTERFACES.md").read_text()))
+    missing = [n for n in (*queries.names(), *main.commands) if n not in words]
+    assert not missing, f"docs/INTERFACES.md names no {missing}"

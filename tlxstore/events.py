@@ -59,6 +59,8 @@ class StoppingReason(StrEnum):
     KNOBS_UNREADABLE = "knobs_unreadable"  # nothing left to try that the provider can see, and
     # some knobs it could not read (KnobsUnreadable says which): not a finished search
     PROVIDER_FAILED = "provider_failed"
+    PROVIDER_REPEATING = "provider_repeating"  # the provider proposed only sources measured
+    # before, MAX_DUPLICATES_IN_A_ROW times in a row (optimizer/run/loop.py)
     BUNDLE_CHANGED = "bundle_changed"
     VALIDATION_FAILED = "validation_failed"
     INTERRUPTED = "interrupted"
@@ -131,6 +133,11 @@ class Thresholds(Frozen):
     min_speedup: float = Field(ge=1.0)
     max_cv: float = Field(ge=0)  # 0, as the TLX agent allows: only constant samples (CV 0) pass
     benchmark_repetitions: int = Field(gt=0)
+    # alternation blocks a candidate may get beyond its first ones, while a case's samples in
+    # its window stay noisier than max_cv (docs/GUARDS.md, "Noisy cases")
+    max_extra_blocks: int = Field(default=6, ge=0)
+    # the TLX agent's rule: a case noisier than max_cv blocks promotion whatever the interval
+    strict_noise: bool = False
 
 
 TLX_DEFAULT_THRESHOLDS = Thresholds(
@@ -141,9 +148,18 @@ TLX_DEFAULT_THRESHOLDS = Thresholds(
     min_speedup=1.01,
     max_cv=0.10,
     benchmark_repetitions=10,
+    max_extra_blocks=0,
+    strict_noise=True,
 )
-"""The TLX agent's OptimizationBudget defaults: tlxdb's flag defaults, and what an imported TLX
-agent folder (which does not record its values) is taken to have run with."""
+"""The TLX agent's OptimizationBudget defaults and its rule (a case noisier than max_cv blocks
+promotion; no extra measurement): what an imported TLX agent folder (which does not record its
+values) is taken to have run with."""
+
+DEFAULT_THRESHOLDS = TLX_DEFAULT_THRESHOLDS.model_copy(
+    update={"max_extra_blocks": 6, "strict_noise": False}
+)
+"""tlxdb's flag defaults: the TLX agent's budget, with up to 6 extra alternation blocks for a noisy
+case and promotion on the interval where a case stays noisy (docs/GUARDS.md, "Noisy cases")."""
 
 
 class CheckOutcome(StrEnum):
@@ -190,6 +206,8 @@ class CaseSpeedup(Frozen):
     baseline_p95_us: float | None = None
     candidate_p95_us: float | None = None
     baseline_cv: float | None = None
+    baseline_samples: int | None = None  # how many samples each median is of
+    candidate_samples: int | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,6 +222,7 @@ class Event(Frozen):
 
 
 class RunStarted(Event):
+    SCHEMA_VERSION: ClassVar[int] = 2  # v2: thresholds.max_extra_blocks and strict_noise
     type: Literal["RunStarted"] = "RunStarted"
     argv: list[str]
     host: str
@@ -337,13 +356,24 @@ class CaseVerified(Event):
 
 
 class BenchmarkSampled(Event):
-    """Raw samples of one case. Every sample becomes its own row in the samples view."""
+    """Raw samples of one case, from one harness call. Every sample becomes its own row in the
+    samples view.
 
+    `window_id` names the measurement window the call belongs to: the evaluation of one
+    candidate, in which it and its references (the baseline, the incumbent) were benchmarked
+    alternately in one harness child, `block` by `block`, so that every comparison is made
+    between samples of the same stretch of time. A reference's samples carry the window of the
+    candidate they were measured beside. None: measured before windows existed (version 1), the
+    candidate alone, compared with the baseline's validation samples."""
+
+    SCHEMA_VERSION: ClassVar[int] = 2
     type: Literal["BenchmarkSampled"] = "BenchmarkSampled"
     candidate_id: str
     case_id: str
     phase: Phase = Phase.ROUND
-    block: int = 0  # for interleaved revalidation: the alternation index
+    block: int = 0  # the alternation block within its window
+    window_id: str | None = None  # the candidate's id, or remeasure_window(it)
+    extra: bool = False  # a block added because a case of the window was noisier than max_cv
     samples_us: list[float]
     warmup_count: int | None = None
     cache_policy: str | None = None
@@ -352,6 +382,11 @@ class BenchmarkSampled(Event):
     # tlxdb's own warm-up call before the first case's samples (benchmark(artifact, case, 1)
     # after the GPU idled through build and verification): kept, never in a statistic
     warmup_samples_us: list[float] = []
+
+
+def remeasure_window(candidate_id: str) -> str:
+    """The window of a candidate's second measurement (after a tripwire fired)."""
+    return f"{candidate_id}.remeasure"
 
 
 class ProfileCollected(Event):
@@ -459,6 +494,15 @@ class InfrastructureFailed(Event):
 
 
 class DecisionMade(Event):
+    """What was decided about a candidate, once, by the loop; views copy it and derive nothing.
+
+    `measured`: the decision rests on a full measurement of the candidate's source (not a
+    duplicate, no infrastructure failure cut it short), so the source counts as measured under
+    the run's measurement key (optimizer.decision.policy.counts_as_measured); None in events
+    recorded before version 2, where the store derives it as it did then. `notes`: what did not
+    block the decision but qualifies it (a case noisier than max_cv, decided on its interval)."""
+
+    SCHEMA_VERSION: ClassVar[int] = 2
     type: Literal["DecisionMade"] = "DecisionMade"
     candidate_id: str
     outcome: Outcome
@@ -468,6 +512,8 @@ class DecisionMade(Event):
     ci_high: float | None = None
     compared_to: str | None = None  # the incumbent it had to beat
     cases: list[CaseSpeedup] = []
+    measured: bool | None = None
+    notes: list[str] = []
 
 
 class ExclusionRecorded(Event):
@@ -482,6 +528,11 @@ class ExclusionRecorded(Event):
 
 
 class FinalistRevalidated(Event):
+    """One finalist against a fresh baseline, alternated in one child. When it does not survive,
+    the next promoted candidate by decided speedup is revalidated (the winner chain, at most
+    MAX_FINALISTS of optimizer/run/loop.py); the first that survives is the winner."""
+
+    SCHEMA_VERSION: ClassVar[int] = 2
     type: Literal["FinalistRevalidated"] = "FinalistRevalidated"
     candidate_id: str
     survived: bool
@@ -491,6 +542,7 @@ class FinalistRevalidated(Event):
     ci_high: float | None
     alternations: int
     cases: list[CaseSpeedup] = []
+    notes: list[str] = []
 
 
 class CommitAttempted(Event):

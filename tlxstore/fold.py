@@ -72,6 +72,24 @@ class CandidateState:
     def decided(self) -> bool:
         return self.decision is not None
 
+    @property
+    def measured(self) -> bool:
+        """Whether its source counts as measured under the run's measurement key: as its
+        decision records it (DecisionMade.measured), or, for a decision recorded before that
+        field, by full_measurement. The baseline has no decision: it is measured once validation
+        benchmarked it."""
+        d = self.decision
+        if self.candidate_id == BASELINE_ID:
+            return bool(self.samples) and full_measurement(self)
+        if d is None:
+            return False
+        return d.measured if d.measured is not None else full_measurement(self)
+
+    def window_samples(self, window_id: str, phase: str) -> list[BenchmarkSampled]:
+        """Its samples of one phase measured in one window (its own, or another candidate's
+        that it was a reference in)."""
+        return [s for s in self.samples if s.window_id == window_id and s.phase == phase]
+
     def samples_by_case(self, phase: str | None = None) -> dict[str, list[float]]:
         """All raw samples (us) per case, optionally of one phase, in recorded order."""
         out: dict[str, list[float]] = {}
@@ -79,6 +97,13 @@ class CandidateState:
             if phase is None or s.phase == phase:
                 out.setdefault(s.case_id, []).extend(s.samples_us)
         return out
+
+
+def full_measurement(c: CandidateState) -> bool:
+    """The rule of "measured", in one place: the candidate is no duplicate and no infrastructure
+    failure (retryable: a timeout, a crash, a stop of tlxdb) cut its evaluation short. The loop
+    records it on every decision (DecisionMade.measured); the store copies what is recorded."""
+    return c.duplicate is None and not any(f.retryable for f in c.failures)
 
 
 @dataclass

@@ -5,8 +5,14 @@ step here that rewrites a payload of the previous version into the next. Reading
 in order until the payload reaches the current version, so logs, stores and exports written by an
 older tlxdb keep loading. Old payloads are kept as golden files under tests/tlxstore/golden/.
 
-Every released event type is at version 1 so far, so the released table is empty; `Upcasters` is
-a value (not a registry filled at import time) so a codec can be built with other steps.
+`Upcasters` is a value (not a registry filled at import time) so a codec can be built with other
+steps; RELEASED holds the steps of every released change:
+
+- v2 of BenchmarkSampled, DecisionMade, FinalistRevalidated, RunStarted (measurement windows and
+  noisy-case notes, docs/GUARDS.md "Noisy cases"): a v1 sample was measured alone (window_id
+  None); a v1 decision's `measured` is unknown (None: the store derives it as v1 did) and it has
+  no notes; a v1 run decided under the TLX agent's CV gate (strict_noise) and measured no extra
+  blocks, so a replay of it decides as it did.
 """
 
 from __future__ import annotations
@@ -36,4 +42,35 @@ class Upcasters:
         return payload
 
 
-RELEASED = Upcasters()
+def _v1_sampled(payload: Payload) -> Payload:
+    payload.setdefault("window_id", None)
+    return payload
+
+
+def _v1_decided(payload: Payload) -> Payload:
+    payload.setdefault("measured", None)
+    payload.setdefault("notes", [])
+    return payload
+
+
+def _v1_revalidated(payload: Payload) -> Payload:
+    payload.setdefault("notes", [])
+    return payload
+
+
+def _v1_started(payload: Payload) -> Payload:
+    thresholds = dict(payload.get("thresholds") or {})
+    thresholds.setdefault("strict_noise", True)
+    thresholds.setdefault("max_extra_blocks", 0)
+    payload["thresholds"] = thresholds
+    return payload
+
+
+RELEASED = Upcasters(
+    {
+        ("BenchmarkSampled", 1): _v1_sampled,
+        ("DecisionMade", 1): _v1_decided,
+        ("FinalistRevalidated", 1): _v1_revalidated,
+        ("RunStarted", 1): _v1_started,
+    }
+)

@@ -5,10 +5,13 @@ Invariants:
   message names the file and the field ("cases.json: [1].weight: must be greater than 0").
 - The case dicts reach the harness exactly as the user wrote them; unknown keys of target.json
   are kept and ignored.
-- A frozen bundle is a private read-only copy in the run's workspace. The sha256 of every file
-  (the user's originals and the copy) is recorded at freeze time and `check()` re-hashes them:
-  any difference raises BundleChangedError naming the file. `watched` (those files and the
-  user's kernel) are what the loop hashes around every proposal.
+- A frozen bundle is a private read-only copy in the run's workspace; the run measures only the
+  copy. The sha256 of every file is recorded at freeze time. `check()` re-hashes the copy: a
+  difference raises BundleChangedError naming the file (what is measured changed; the run
+  stops). The user's originals and kernel are the user's to edit: `live_changes()` names those
+  that differ from what was frozen (the loop records them; the winner is then not committed).
+- budget.json given with --budget overrides the flags (the TLX agent's precedence); one found in
+  the --bundle folder yields to the flags typed on the command line.
 - `bundle_digest` (the bundle's identity in measurement keys) covers every file that can change
   what is measured; budget.json is frozen and checked but is not part of the identity.
 """
@@ -28,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from optimizer.bundle.spec import CaseSpec, TargetSpec
 from optimizer.evaluation.requests import HarnessBundle
 from tlxstore.errors import ConfigError, TlxdbError
-from tlxstore.events import TLX_DEFAULT_THRESHOLDS, Thresholds
+from tlxstore.events import DEFAULT_THRESHOLDS, Thresholds
 from tlxstore.hashing import digest_file, digest_json
 
 HARNESS = "harness.py"
@@ -83,7 +86,7 @@ class TargetFile(BaseModel):
 
 
 class BudgetFile(BaseModel):
-    """budget.json: each key overrides the flag of the same name."""
+    """budget.json: values of the budget flags (resolve_thresholds says which wins)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -94,6 +97,8 @@ class BudgetFile(BaseModel):
     min_speedup: float | None = Field(None, ge=1.0, allow_inf_nan=False)
     max_cv: float | None = Field(None, ge=0, allow_inf_nan=False)  # 0: only constant samples
     benchmark_repetitions: int | None = Field(None, gt=0)
+    max_extra_blocks: int | None = Field(None, ge=0)
+    strict_noise: bool | None = None
 
 
 def _one_line(file: str, err: ValidationError, prefix: str = "") -> str:
@@ -176,6 +181,7 @@ class BundlePaths(BaseModel):
     cases: Path
     target: Path
     budget: Path | None = None
+    budget_explicit: bool = False  # given as --budget: it wins over the flags; else they win
     reference: Path | None = None
 
     def named(self) -> dict[str, Path]:
@@ -199,6 +205,7 @@ def locate(
 ) -> BundlePaths:
     """Resolve --bundle DIR or --harness/--cases/--target (plus optional --budget/--reference-kernel)."""
     explicit = {"--harness": harness, "--cases": cases, "--target": target}
+    budget_explicit = budget is not None
     if bundle_dir is not None:
         given = [flag for flag, p in explicit.items() if p is not None]
         if given:
@@ -226,6 +233,7 @@ def locate(
         cases=Path(cases).resolve(),  # type: ignore[arg-type]
         target=Path(target).resolve(),  # type: ignore[arg-type]
         budget=Path(budget).resolve() if budget is not None else None,
+        budget_explicit=budget_explicit,
         reference=Path(reference).resolve() if reference is not None else None,
     )
     for name, p in paths.named().items():
@@ -313,8 +321,8 @@ def read_kernel(path: Path) -> str:
     return text
 
 
-# The budget flags' defaults are the TLX agent's.
-FLAG_DEFAULTS: dict[str, float | int] = TLX_DEFAULT_THRESHOLDS.model_dump()
+# The budget flags' defaults: tlxdb's (the TLX agent's budget, promotion on the interval for a noisy case).
+FLAG_DEFAULTS: dict[str, float | int] = DEFAULT_THRESHOLDS.model_dump()
 
 
 def _flag(name: str) -> str:
@@ -338,36 +346,48 @@ def check_flags(flags: Mapping[str, float | int | None]) -> None:
 
 
 def budget_overrides(flags: dict[str, float | int | None], paths: BundlePaths) -> list[str]:
-    """One line for each flag given on the command line that the bundle's budget.json overrides
-    with another value (docs/CONTRACT.md: budget.json wins), so a user is not left wondering why
-    --max-rounds 3 ran twelve rounds. Reads budget.json; its errors are the bundle's. The flags
-    are checked first (check_flags): an invalid one is refused, not overridden."""
+    """One line for each flag given on the command line whose value budget.json disagrees
+    with, saying which wins (resolve_thresholds): a --budget file overrides the flag, so a user
+    is not left wondering why --max-rounds 3 ran twelve rounds; the flag overrides a budget.json
+    found in the bundle folder, which a TLX user may expect to win. Reads budget.json; its errors
+    are the bundle's. The flags are checked first (check_flags): an invalid one is refused, not
+    overridden."""
     check_flags(flags)
     if paths.budget is None:
         return []
     budget = parse_budget(_read_json(paths.budget, BUDGET)).model_dump(exclude_none=True)
+    differ = [n for n in budget if flags.get(n) is not None and flags[n] != budget[n]]
+    if paths.budget_explicit:
+        return [
+            f"{_flag(n)} {flags[n]:g} is overridden by {BUDGET} ({n} {budget[n]:g})" for n in differ
+        ]
     return [
-        f"--{name.replace('_', '-')} {flags[name]:g} is overridden by {BUDGET} "
-        f"({name} {budget[name]:g})"
-        for name in budget
-        if flags.get(name) is not None and flags[name] != budget[name]
+        f"{_flag(n)} {flags[n]:g} overrides the bundle's {BUDGET} ({n} {budget[n]:g}); "
+        "give the file with --budget for it to win"
+        for n in differ
     ]
 
 
 def resolve_thresholds(
-    flags: dict[str, float | int | None], budget: BudgetFile | None
+    flags: dict[str, float | int | None], budget: BudgetFile | None, *, budget_wins: bool
 ) -> Thresholds:
-    """Flags (None = default), then budget.json on top (docs/CONTRACT.md: budget.json overrides the flag)."""
-    check_flags(flags)  # each flag on its own, before budget.json is applied
-    values: dict[str, Any] = {
-        k: (flags.get(k) if flags.get(k) is not None else d) for k, d in FLAG_DEFAULTS.items()
-    }
-    if budget is not None:
-        values.update(budget.model_dump(exclude_none=True))  # budget.json's own bounds hold
-    return Thresholds.model_validate(values)
+    """The defaults, budget.json and the flags given (None: not given), in the order of
+    docs/CONTRACT.md: with `budget_wins` (a file given with --budget, as in the TLX agent)
+    budget.json's values override the flags; without (a budget.json found in the bundle folder)
+    a flag the user typed overrides the file."""
+    check_flags(flags)  # each flag on its own, whichever wins
+    given = {k: v for k, v in flags.items() if k in FLAG_DEFAULTS and v is not None}
+    from_file = budget.model_dump(exclude_none=True) if budget is not None else {}
+    # budget.json's own bounds hold (BudgetFile)
+    layers = (given, from_file) if budget_wins else (from_file, given)
+    return Thresholds.model_validate({**FLAG_DEFAULTS, **layers[0], **layers[1]})
 
 
-_BOUNDS = {"min_speedup": "must be at least 1", "max_cv": "must not be negative"}
+_BOUNDS = {
+    "min_speedup": "must be at least 1",
+    "max_cv": "must not be negative",
+    "max_extra_blocks": "must not be negative",
+}
 """Each threshold's bound where it is not "greater than 0" (max_cv 0 admits only constant
 samples, as in the TLX agent)."""
 
@@ -420,42 +440,41 @@ class FrozenBundle:
             cases=b.cases,
             target=b.raw_target,
             environment=b.target.environment,
-            protected_paths=[self.root / n for n in self.files] + [self.kernel_path],
+            # the copy only: the user's kernel and originals may change under a run
+            # (live_changes), which measures neither
+            protected_paths=[self.root / n for n in self.files],
         )
 
     def check(self) -> None:
-        """Raise BundleChangedError if any bundle file (original or private copy) changed."""
-        for name, want in self.files.items():
-            for where, path in (
-                ("", self._originals[name]),
-                ("the private copy of ", self.root / name),
-            ):
-                try:
-                    got = digest_file(path)
-                except OSError:
-                    got = None
-                if got != want:
-                    raise BundleChangedError(
-                        f"{where}{name} changed during the run ({path}); the run stops"
-                    )
+        """Raise BundleChangedError if a file of the private copy (what the run measures with)
+        changed."""
+        for path, label in self.watched.items():
+            if _digest(path) != self.files[path.relative_to(self.root).as_posix()]:
+                raise BundleChangedError(f"{label} changed during the run ({path}); the run stops")
 
     @property
     def watched(self) -> dict[Path, str]:
-        """Every file a run must not see change, with how a message names it: the user's bundle
-        files, their private copy and the user's kernel (hashed around every proposal,
-        optimizer.run.loop)."""
-        return {
-            **{path: name for name, path in self._originals.items()},
-            **{self.root / name: f"the private copy of {name}" for name in self.files},
-            self.kernel_path: f"the kernel {self.kernel_path.name}",
-        }
+        """The private copy's files, with how a message names them (hashed around every
+        proposal, optimizer.run.loop: a change there stops the run)."""
+        return {self.root / name: f"the private copy of {name}" for name in self.files}
 
-    def kernel_changed(self) -> bool:
-        """Whether the user's kernel file differs from what the run started from."""
-        try:
-            return digest_file(self.kernel_path) != self.kernel_sha256
-        except OSError:
-            return True
+    def live_changes(self, kernel_sha256: str | None = None) -> list[tuple[Path, str]]:
+        """The user's files that differ from what was frozen (changed, or gone), each with how a
+        message names it: the kernel (against `kernel_sha256`, the hash the run started from,
+        else the one read at freeze time) and the bundle's originals. The run measures its copy
+        and the baseline it recorded, so these never reach a measurement."""
+        want = {self.kernel_path: kernel_sha256 or self.kernel_sha256}
+        want |= {self._originals[name]: digest for name, digest in self.files.items()}
+        labels = {path: name for name, path in self._originals.items()}
+        labels[self.kernel_path] = f"the kernel {self.kernel_path.name}"
+        return [(path, labels[path]) for path, digest in want.items() if _digest(path) != digest]
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return digest_file(path)
+    except OSError:
+        return None
 
 
 def _make_read_only(root: Path) -> None:

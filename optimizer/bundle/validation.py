@@ -7,10 +7,12 @@ Invariants:
   untouched kernel (candidate "baseline") does not build; a protected case fails verify; samples
   are not positive finite numbers; build() accepts a source with a syntax error; verify() accepts
   a kernel whose functions and kernels were made to compute NaN in Python (which runs on any
-  target), whether or not it called them.
+  target), whether or not it called them; verify() accepts a kernel whose `*.store` values are
+  perturbed when a kernel holding such a store was observed to launch during that verification.
 - Warns: the harness's profile attributes time to no kernel (or raises); samples are constant
-  (synthetic timing) or noisier than --max-cv; verify() accepts a kernel whose `*.store` values
-  are perturbed (that code may not run on this target); a probe that could not be run.
+  (synthetic timing) or noisier than --max-cv; verify() accepts the perturbed stores but no
+  kernel holding one launched (a host path: that code does not run on this target); a probe
+  that could not be run.
 - The baseline's evidence is emitted as ordinary events; the probes (sources tlxdb writes itself,
   so not put through the candidates' static checks) are summarized in the checks only.
 - Nothing here mutates os.environ; the target's environment reaches child processes only.
@@ -33,7 +35,7 @@ from pydantic import BaseModel
 from optimizer import pysource
 from optimizer.bundle.loading import FrozenBundle
 from optimizer.bundle.spec import CaseSpec
-from optimizer.decision import stats
+from optimizer.decision import kernel, stats
 from optimizer.evaluation import attribution
 from optimizer.evaluation.evaluator import Evaluator
 from optimizer.evaluation.requests import EvalRequest, EvalSummary
@@ -44,6 +46,7 @@ from tlxstore.events import (
     DeviceInfo,
     Event,
     FailureKind,
+    LaunchesObserved,
     Phase,
     ProfileCollected,
     Thresholds,
@@ -212,31 +215,69 @@ def check_arch(arch: str | None, device: DeviceInfo, target_architecture: str = 
 class _PerturbStores(ast.NodeTransformer):
     def __init__(self) -> None:
         self.count = 0
+        self.functions: set[str] = set()  # the functions holding a perturbed store
+        self._within: list[str] = []
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        self._within.append(node.name)
+        self.generic_visit(node)
+        self._within.pop()
+        return node
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         if not (isinstance(node.func, ast.Attribute) and node.func.attr == "store"):
             return node
         offset = ast.Constant(MUTANT_OFFSET)
-        for kw in node.keywords:
-            if kw.arg == "value":
-                kw.value = ast.BinOp(kw.value, ast.Add(), offset)
-                self.count += 1
-                return node
-        if len(node.args) >= 2:
+        value = next((kw for kw in node.keywords if kw.arg == "value"), None)
+        if value is not None:
+            value.value = ast.BinOp(value.value, ast.Add(), offset)
+        elif len(node.args) >= 2:
             node.args[1] = ast.BinOp(node.args[1], ast.Add(), offset)
-            self.count += 1
+        else:
+            return node
+        self.count += 1
+        self.functions.update(self._within[-1:])
         return node
 
 
-def wrong_answer_mutant(source: str) -> str | None:
-    """The kernel with every stored value shifted by MUTANT_OFFSET, or None when it stores nothing."""
+class WrongAnswerMutant(BaseModel):
+    """The kernel with every stored value shifted by MUTANT_OFFSET, and the functions that run a
+    shifted store: those holding one and, transitively, those calling one by name (a kernel
+    whose `@triton.jit` helper stores). A launch of one of them runs a perturbed store."""
+
+    source: str
+    kernels: frozenset[str]
+
+
+def _callers(tree: ast.Module, functions: set[str]) -> frozenset[str]:
+    """`functions` and every function of the module that calls one of them by name, transitively."""
+    calls = {
+        fn.name: {
+            c.func.id
+            for c in ast.walk(fn)
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+        }
+        for fn in ast.walk(tree)
+        if isinstance(fn, ast.FunctionDef)
+    }
+    reach = set(functions)
+    while new := {name for name, called in calls.items() if called & reach} - reach:
+        reach |= new
+    return frozenset(reach)
+
+
+def wrong_answer_mutant(source: str) -> WrongAnswerMutant | None:
+    """The wrong-answer mutant of `source`, or None when it stores nothing."""
     tree = pysource.parse(source)
     rewriter = _PerturbStores()
     tree = rewriter.visit(tree)
     if rewriter.count == 0:
         return None
-    return ast.unparse(ast.fix_missing_locations(tree))
+    return WrongAnswerMutant(
+        source=ast.unparse(ast.fix_missing_locations(tree)),
+        kernels=_callers(tree, rewriter.functions),
+    )
 
 
 def unbuildable_source(source: str) -> str:
@@ -410,15 +451,19 @@ def _samples_check(
             "measurement; speedups will be whatever it reports",
         )
     noisy = [
-        f"case {case_id} has CV {stats.cv(s):.3f} > --max-cv {thresholds.max_cv}"
+        f"case {case_id} has CV {stats.cv(s):.3f} > --max-cv {thresholds.max_cv} over "
+        f"{len(s)} samples ({kernel.noise_cause(baseline, case_id)})"
         for case_id, s in by_case.items()
         if stats.cv(s) > thresholds.max_cv
     ]
     if noisy:
-        return _warned(
-            "baseline:samples",
-            "; ".join(noisy) + ": no candidate can be promoted on a case this noisy",
+        consequence = (
+            "no candidate can be promoted on a case this noisy (--strict-noise)"
+            if thresholds.strict_noise
+            else "a candidate is promoted only when its whole interval lies above "
+            "--min-speedup, with a note naming the case (--strict-noise refuses it)"
         )
+        return _warned("baseline:samples", "; ".join(noisy) + ": " + consequence)
     return _passed("baseline:samples", "positive and repeatable")
 
 
@@ -473,11 +518,13 @@ def _profile_check(profiles: list[ProfileCollected]) -> ValidationCheck:
 
 
 class _Probe(BaseModel):
-    """What a probe showed: whether the source built and whether verify() accepted it (every
-    verification of a protected case passed; the rest of its evaluation does not matter)."""
+    """What a probe showed: whether the source built, whether verify() accepted it (every
+    verification of a protected case passed; the rest of its evaluation does not matter) and
+    the kernels observed to launch while it verified the protected cases."""
 
     built: bool
     accepted: bool
+    launched: frozenset[str] = frozenset()
 
 
 def _probe(evaluator: Evaluator, candidate_id: str, source: str, timeout_s: float) -> _Probe:
@@ -498,7 +545,13 @@ def _probe(evaluator: Evaluator, candidate_id: str, source: str, timeout_s: floa
     )
     protected = {c.case_id for c in evaluator.bundle.cases if c.protected}
     verdicts = [e.passed for e in sink if isinstance(e, CaseVerified) and e.case_id in protected]
-    return _Probe(built=summary.built, accepted=bool(verdicts) and all(verdicts))
+    launched = frozenset(
+        launch.kernel
+        for e in sink
+        if isinstance(e, LaunchesObserved) and e.case_id in protected
+        for launch in e.launches
+    )
+    return _Probe(built=summary.built, accepted=bool(verdicts) and all(verdicts), launched=launched)
 
 
 def _unbuildable_check(evaluator: Evaluator, source: str, timeout_s: float) -> ValidationCheck:
@@ -533,16 +586,23 @@ def _wrong_answer_check(evaluator: Evaluator, source: str, timeout_s: float) -> 
     mutant = wrong_answer_mutant(source)
     if mutant is None:
         return _passed(name, "not run: the kernel has no store call to perturb")
-    wrong = _probe(evaluator, "negative-wrong-answer", mutant, timeout_s)
+    wrong = _probe(evaluator, "negative-wrong-answer", mutant.source, timeout_s)
     if not wrong.built:
         return _warned(name, "inconclusive: the kernel with perturbed stores did not build")
-    if wrong.accepted:
-        return _warned(
+    if not wrong.accepted:
+        return _passed(name, "verify() refused a kernel whose stored values are off by 1.0")
+    ran = sorted(wrong.launched & mutant.kernels)
+    if ran:
+        return _failed(
             name,
-            "verify() accepted a kernel whose stored values are off by 1.0; the perturbed "
-            "stores may not run on this target (a host path), or verify() cannot catch them",
+            f"verify() accepted a kernel whose stored values are off by 1.0, and the perturbed "
+            f"kernel ({', '.join(ran)}) was observed to launch: it can pass a wrong kernel",
         )
-    return _passed(name, "verify() refused a kernel whose stored values are off by 1.0")
+    return _warned(
+        name,
+        "verify() accepted a kernel whose stored values are off by 1.0, but no kernel with a "
+        "perturbed store was observed to launch (a host path on this target): inconclusive",
+    )
 
 
 def negative_checks(evaluator: Evaluator, source: str, timeout_s: float) -> list[ValidationCheck]:
@@ -590,6 +650,8 @@ def validate(
             repetitions=thresholds.benchmark_repetitions,
             timeout_s=thresholds.max_candidate_seconds,
             artifacts_dir=artifacts_dir,
+            max_cv=thresholds.max_cv,
+            max_extra_blocks=thresholds.max_extra_blocks,
         ),
         emit,
     )

@@ -75,6 +75,19 @@ def proton_time_us(cand: CandidateState, case_id: str) -> float | None:
     return _metric(cand, case_id, "proton", MAIN_TIME)
 
 
+def noise_cause(cand: CandidateState, case_id: str) -> str:
+    """What tlxdb knows of why a case's benchmark samples vary: how the harness's median
+    compares with the main kernel's own time (ncu's, else Proton's per launch)."""
+    samples = cand.samples_by_case().get(case_id)
+    kernel_us = ncu_time_us(cand, case_id) or proton_time_us(cand, case_id)
+    if not samples or not kernel_us:
+        return "no kernel timer on this target tells the harness's own time from the kernel's"
+    ratio = stats.median(samples) / kernel_us
+    if ratio > 1.0 + DISAGREEMENT:
+        return f"the harness times {ratio:.1f}x the kernel: launch or wrapper overhead"
+    return f"the harness times the kernel itself ({ratio:.2f}x its time): the kernel's time varies"
+
+
 def main_kernel(cand: CandidateState) -> str | None:
     """The main kernel the launch attribution named (the first case that has one)."""
     for p in cand.profiles:

@@ -1,32 +1,43 @@
 """The decision policy: pure functions from a run's state (its events) to a decision event.
 
+A candidate is compared with its references in its own measurement window (BenchmarkSampled
+.window_id; optimizer.evaluation.window): the baseline and the incumbent were benchmarked beside
+it, alternately, in one harness child, and the interval is the paired block bootstrap of
+optimizer.decision.stats.blocked_interval. Evidence recorded before windows existed (window_id
+None) is decided as it was then: against the baseline's validation samples, the incumbent's
+own samples rescaled between devices in a parallel run.
+
 `decide` promotes a candidate only when all of these hold (thresholds from the run):
 1. no blocking integrity flag (a guard refused it), no harness error, it built;
 2. every protected case verified on every attempt (before and after the benchmark) and has
    benchmark samples; an unprotected case that failed is left out of the score;
-3. every scored case's CV is at most `max_cv`;
-4. the weighted geometric-mean speedup of medians over the baseline is at least `min_speedup`,
-   and the lower bound of its confidence interval (optimizer.decision.stats.speedup_interval) is above 1.0;
-5. no protected case's p95 is more than MAX_P95_REGRESSION above the baseline's p95;
-6. it beats the incumbent (the last promoted candidate): the speedup measured directly against
-   the incumbent's samples is above 1.0, with the interval's lower bound above 1.0 too;
-   (in a parallel run, a candidate is compared with the baseline measured on its own device, and
-   an incumbent measured on another device is rescaled per case by the ratio of the two
-   devices' baseline medians: docs/GUARDS.md, "Parallel runs");
-7. when a tripwire fired (non-blocking IntegrityFlagged), the candidate was re-measured and
-   every measurement block passes 3-6 on its own: no promotion on the first measurement alone;
+3. the weighted geometric-mean speedup of medians over the baseline is at least `min_speedup`,
+   and the lower bound of its confidence interval is above 1.0;
+4. a case noisier than `max_cv` (the candidate's CV in its window) does not block promotion, but
+   then the whole interval must lie above `min_speedup`; the decision carries a note naming the
+   case and its CV. Under `strict_noise` (the TLX agent's rule) such a case blocks promotion;
+5. no protected case's p95 is more than MAX_P95_REGRESSION above the baseline's p95 (a case
+   noisier than `max_cv` excepted, unless under `strict_noise`: its tail is its noise);
+6. it beats the incumbent (the last promoted candidate): measured beside it in its window, the
+   speedup over the incumbent is above 1.0 with the interval's lower bound above 1.0 too; an
+   incumbent promoted while the candidate was being measured (a parallel round) was not in its
+   window: then the candidate's interval over the baseline must lie above the incumbent's
+   decided speedup;
+7. when a tripwire fired (non-blocking IntegrityFlagged), the candidate was re-measured in a
+   second window and each window passes 3-6 on its own: no promotion on the first measurement
+   alone;
 8. the ncu veto (optimizer.decision.kernel.ncu_veto): no scored case's main kernel runs more
    than 1% longer under ncu than the baseline's.
 
-`decide_revalidation` judges the finalist from the interleaved REVALIDATION samples only (the
-finalist and a fresh baseline, same child, A B A B ...), never from the round-0 baseline.
+`decide_revalidation` judges a finalist from its revalidation window only (the finalist and a
+fresh baseline, same child, alternated), never from the round-0 baseline, under rules 3-5.
 
-Reasons name every criterion that failed, with the numbers.
+Reasons name every criterion that failed, with the numbers; notes what qualified a promotion.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from optimizer.decision import kernel, stats
@@ -39,11 +50,16 @@ from tlxstore.events import (
     Outcome,
     Phase,
     Thresholds,
+    remeasure_window,
 )
-from tlxstore.fold import CandidateState, RunState
+from tlxstore.fold import CandidateState, RunState, full_measurement
 
-MAX_P95_REGRESSION = 0.10  # a protected case's p95 may be at most 10% above the baseline's
+MAX_P95_REGRESSION = 0.10  # a protected case's p95 may be at most 10% above the baseline's p95
 TRIPWIRE_PREFIX = "tripwire:"
+
+Blocks = dict[str, list[list[float]]]
+"""One side of a comparison: per case, its samples block by block (paired by index with the
+other side's blocks); samples measured alone are one block."""
 
 
 @dataclass(frozen=True)
@@ -60,15 +76,15 @@ def _confidence_pct() -> str:
     return f"{stats.DEFAULT_CONFIDENCE * 100:g}%"
 
 
-def compare(
-    reference_us: Mapping[str, list[float]],
-    candidate_us: Mapping[str, list[float]],
-    weights: Mapping[str, float],
+def compare_blocks(
+    reference: Blocks, candidate: Blocks, weights: Mapping[str, float]
 ) -> Comparison:
-    """Speedup of candidate over reference (geomean of median ratios), its interval, per case."""
+    """Speedup of candidate over reference (geomean of the ratios of pooled medians), its
+    interval (stats.blocked_interval), and the numbers of each case."""
     cases = []
     for case_id, w in weights.items():
-        ref, cand = reference_us[case_id], candidate_us[case_id]
+        ref = [x for b in reference[case_id] for x in b]
+        cand = [x for b in candidate[case_id] for x in b]
         ref_med, cand_med = stats.median(ref), stats.median(cand)
         cases.append(
             CaseSpeedup(
@@ -81,34 +97,69 @@ def compare(
                 baseline_cv=stats.cv(ref),
                 baseline_p95_us=stats.p95(ref),
                 candidate_p95_us=stats.p95(cand),
+                baseline_samples=len(ref),
+                candidate_samples=len(cand),
             )
         )
-    point = stats.speedup(reference_us, candidate_us, weights)
-    low, high = stats.speedup_interval(reference_us, candidate_us, weights)
+    point = stats.blocked_speedup(reference, candidate, weights)
+    low, high = stats.blocked_interval(reference, candidate, weights)
     return Comparison(point, low, high, cases)
+
+
+def compare(
+    reference_us: Mapping[str, list[float]],
+    candidate_us: Mapping[str, list[float]],
+    weights: Mapping[str, float],
+) -> Comparison:
+    """compare_blocks of samples measured alone (one block a side)."""
+    return compare_blocks(
+        {c: [list(reference_us[c])] for c in weights},
+        {c: [list(candidate_us[c])] for c in weights},
+        weights,
+    )
 
 
 def _fmt(c: Comparison) -> str:
     return f"{c.speedup:.4f}x ({_confidence_pct()} CI {c.ci_low:.4f}-{c.ci_high:.4f})"
 
 
+@dataclass(frozen=True)
+class Findings:
+    """What one comparison says against the thresholds: criteria that failed, and notes."""
+
+    problems: list[str]
+    notes: list[str]
+
+
 def measurement_problems(
     c: Comparison, thresholds: Thresholds, protected: Collection[str]
-) -> list[str]:
-    """Every promotion criterion on one comparison against the baseline that fails, as text."""
-    problems = []
-    for case in c.cases:
-        if case.candidate_cv > thresholds.max_cv:
-            problems.append(
-                f"case {case.case_id} CV {case.candidate_cv:.3f} above max {thresholds.max_cv:g}"
-            )
+) -> Findings:
+    """Every promotion criterion (3-5 of the module doc) on one comparison against the baseline
+    that fails, as text, and the notes a promotion would carry."""
+    problems: list[str] = []
+    notes: list[str] = []
+    noisy = [case for case in c.cases if case.candidate_cv > thresholds.max_cv]
+    for case in noisy:
+        text = f"case {case.case_id} CV {case.candidate_cv:.3f} above max {thresholds.max_cv:g}"
+        if thresholds.strict_noise:
+            problems.append(text)
+        else:
+            n = f" over {case.candidate_samples} samples" if case.candidate_samples else ""
+            notes.append(f"{text}{n}: decided on the interval, its p95 not compared")
     if c.speedup < thresholds.min_speedup:
         problems.append(f"speedup {_fmt(c)} below min {thresholds.min_speedup:g}")
     if c.ci_low <= 1.0:
         problems.append(f"CI lower bound {c.ci_low:.4f} not above 1.0 (speedup {_fmt(c)})")
+    elif noisy and not thresholds.strict_noise and c.ci_low <= thresholds.min_speedup:
+        problems.append(
+            f"CI lower bound {c.ci_low:.4f} not above min {thresholds.min_speedup:g}, as a case "
+            f"noisier than max CV {thresholds.max_cv:g} needs (speedup {_fmt(c)})"
+        )
     for case in c.cases:
         if case.case_id not in protected or not case.baseline_p95_us or not case.candidate_p95_us:
             continue
+        if case in noisy and not thresholds.strict_noise:
+            continue  # the tail of a noisy case is its noise: decided on the interval
         regression = case.candidate_p95_us / case.baseline_p95_us - 1.0
         if regression > MAX_P95_REGRESSION:
             problems.append(
@@ -116,7 +167,7 @@ def measurement_problems(
                 f"({case.baseline_p95_us:.4g} -> {case.candidate_p95_us:.4g} us; "
                 f"max {MAX_P95_REGRESSION:.0%})"
             )
-    return problems
+    return Findings(problems, notes)
 
 
 def _failed(cid: str, reason: str, compared_to: str | None = None) -> DecisionMade:
@@ -179,8 +230,8 @@ def _scored(
     weights: Mapping[str, float],
     protected: Collection[str],
     cand: CandidateState,
-    cand_samples: Mapping[str, list[float]],
-    ref_samples: Mapping[str, list[float]],
+    cand_samples: Mapping[str, Collection[object]],
+    ref_samples: Mapping[str, Collection[object]],
 ) -> tuple[dict[str, float], str | None]:
     """The cases that count (weights) and a failure reason when a protected case cannot count."""
     failed_unprotected = {v.case_id for v in cand.verifications if not v.passed}
@@ -200,11 +251,186 @@ def _scored(
     return scored, None
 
 
+# ---- windows ----------------------------------------------------------------------------------
+
+
+def window_blocks(
+    state: RunState, window_id: str, phase: Phase
+) -> dict[str, dict[str, dict[int, list[float]]]]:
+    """Every member's samples in one window: member -> case -> block -> samples."""
+    out: dict[str, dict[str, dict[int, list[float]]]] = {}
+    for cid, c in state.candidates.items():
+        for s in c.window_samples(window_id, phase):
+            out.setdefault(cid, {}).setdefault(s.case_id, {}).setdefault(s.block, []).extend(
+                s.samples_us
+            )
+    return out
+
+
+def paired(
+    reference: Mapping[str, Mapping[int, list[float]]],
+    candidate: Mapping[str, Mapping[int, list[float]]],
+) -> tuple[Blocks, Blocks]:
+    """Both sides' blocks of every case, keeping the blocks each side has (paired by index)."""
+    ref: Blocks = {}
+    cand: Blocks = {}
+    for case in candidate:
+        common = sorted(set(reference.get(case, {})) & set(candidate[case]))
+        if common:
+            ref[case] = [reference[case][b] for b in common]
+            cand[case] = [candidate[case][b] for b in common]
+    return ref, cand
+
+
+def _windows(cand: CandidateState, phase: Phase) -> list[str]:
+    """The windows of the candidate's own evaluation, in order: its window, then its
+    re-measurement's (not the later windows it was a reference in)."""
+    own = (cand.candidate_id, remeasure_window(cand.candidate_id))
+    return [w for w in own if cand.window_samples(w, phase)]
+
+
+@dataclass(frozen=True)
+class _Measurement:
+    """One window's comparisons: over the baseline, and over the incumbent when it was in it."""
+
+    vs_baseline: Comparison
+    vs_incumbent: Comparison | None
+
+
+def _incumbent_problems(state: RunState, cid: str, measurements: list[_Measurement]) -> list[str]:
+    """Why the candidate does not beat the incumbent (criterion 6); [] when it does, or when
+    the incumbent is the baseline."""
+    incumbent = state.incumbent_id
+    if incumbent is None or incumbent in (BASELINE_ID, cid):
+        return []
+    problems = []
+    for m in measurements:
+        vs = m.vs_incumbent
+        if vs is not None:
+            if vs.speedup <= 1.0 or vs.ci_low <= 1.0:
+                problems.append(f"does not beat the incumbent {incumbent}: {_fmt(vs)} against it")
+            continue
+        decided = state.candidates[incumbent].decision
+        bar = decided.speedup if decided is not None and decided.speedup else None
+        if bar is not None and m.vs_baseline.ci_low <= bar:
+            problems.append(
+                f"does not beat the incumbent {incumbent}, promoted while it was measured: its CI "
+                f"lower bound {m.vs_baseline.ci_low:.4f} over the baseline is not above "
+                f"{incumbent}'s {bar:.4f}x"
+            )
+    return problems
+
+
+def _decide_in_windows(
+    state: RunState,
+    cand: CandidateState,
+    windows: list[str],
+    thresholds: Thresholds,
+    weights: Mapping[str, float],
+    protected: Collection[str],
+) -> DecisionMade:
+    cid = cand.candidate_id
+    incumbent = state.incumbent_id
+    measurements: list[_Measurement] = []
+    for w in windows:
+        members = window_blocks(state, w, Phase.ROUND)
+        base_b, cand_b = paired(members.get(BASELINE_ID, {}), members.get(cid, {}))
+        scored, problem = _scored(weights, protected, cand, members.get(cid, {}), base_b)
+        if problem:
+            return _failed(cid, problem)
+        vs_base = compare_blocks(base_b, cand_b, scored)
+        vs_inc = None
+        if incumbent not in (None, BASELINE_ID, cid) and incumbent in members:
+            inc_b, cand_i = paired(members[incumbent], members[cid])
+            common = {c: wt for c, wt in scored.items() if c in inc_b}
+            vs_inc = compare_blocks(inc_b, cand_i, common) if common else None
+        measurements.append(_Measurement(vs_base, vs_inc))
+    tripped = [f for f in cand.flags if f.guard.startswith(TRIPWIRE_PREFIX)]
+    if tripped and len(measurements) < 2:
+        return DecisionMade(
+            candidate_id=cid,
+            outcome=Outcome.REJECTED,
+            reason=f"{tripped[0].guard} fired ({tripped[0].detail}) and there is no second "
+            "measurement: never promoted on the first measurement alone",
+            measured=full_measurement(cand),
+        )
+    if not tripped:
+        measurements = measurements[:1]
+    problems: list[str] = []
+    notes: list[str] = []
+    for i, m in enumerate(measurements):
+        label = f"measurement {i + 1}: " if len(measurements) > 1 else ""
+        found = measurement_problems(m.vs_baseline, thresholds, protected)
+        problems += [label + x for x in found.problems]
+        notes += [label + x for x in found.notes]
+    problems += _incumbent_problems(state, cid, measurements)
+    scored = {c.case_id: c.weight for c in measurements[0].vs_baseline.cases}
+    problems += kernel.ncu_veto(state, cid, scored)
+    worst = min((m.vs_baseline for m in measurements), key=lambda c: c.speedup)
+    return _verdict(state, cand, worst, problems, notes, tripped)
+
+
+def _verdict(
+    state: RunState,
+    cand: CandidateState,
+    worst: Comparison,
+    problems: list[str],
+    notes: list[str],
+    tripped: list,
+) -> DecisionMade:
+    incumbent = state.incumbent_id
+    if problems:
+        reason = "; ".join(problems)
+    else:
+        reason = (
+            f"speedup {_fmt(worst)} over the baseline on {len(worst.cases)} case(s), "
+            f"max CV {max(c.candidate_cv for c in worst.cases):.3f}"
+            + (f", beats incumbent {incumbent}" if incumbent not in (None, BASELINE_ID) else "")
+            + (f", held on re-measurement after {tripped[0].guard}" if tripped else "")
+        )
+    return DecisionMade(
+        candidate_id=cand.candidate_id,
+        outcome=Outcome.REJECTED if problems else Outcome.PROMOTED,
+        reason=reason,
+        speedup=worst.speedup,
+        ci_low=worst.ci_low,
+        ci_high=worst.ci_high,
+        compared_to=incumbent,
+        cases=worst.cases,
+        measured=full_measurement(cand),
+        notes=notes,
+    )
+
+
+def decide(
+    state: RunState,
+    candidate_id: str,
+    thresholds: Thresholds,
+    weights: Mapping[str, float],
+    protected: Collection[str] | None = None,
+) -> DecisionMade:
+    """Promote, reject or fail one evaluated candidate (see the module doc for the criteria).
+    `protected`: the protected case ids (default: every weighted case)."""
+    protected = set(weights) if protected is None else set(protected)
+    cand = state.candidates[candidate_id]
+    gate = _gate(cand, protected, phase=None)
+    if gate is not None:
+        return gate.model_copy(update={"measured": full_measurement(cand)})
+    if BASELINE_ID not in state.candidates:
+        return _failed(candidate_id, "no baseline measurements in this run")
+    windows = _windows(cand, Phase.ROUND)
+    if windows:
+        return _decide_in_windows(state, cand, windows, thresholds, weights, protected)
+    return _decide_legacy(state, cand, thresholds, weights, protected)
+
+
+# ---- evidence measured before windows (window_id None) -----------------------------------------
+
 _ANY_DEVICE = object()
 
 
 def _by_block(
-    cand: CandidateState, phase_filter, device: object = _ANY_DEVICE
+    cand: CandidateState, phase_filter: Callable[[Phase], bool], device: object = _ANY_DEVICE
 ) -> dict[int, dict[str, list[float]]]:
     """Samples per measurement block and case; only those measured on `device` when given."""
     blocks: dict[int, dict[str, list[float]]] = {}
@@ -214,7 +440,7 @@ def _by_block(
     return blocks
 
 
-def _incumbent_problems(
+def _legacy_incumbent_problems(
     state: RunState,
     candidate_id: str,
     scored: Mapping[str, float],
@@ -250,23 +476,17 @@ def _incumbent_problems(
     return []
 
 
-def decide(
+def _decide_legacy(
     state: RunState,
-    candidate_id: str,
+    cand: CandidateState,
     thresholds: Thresholds,
     weights: Mapping[str, float],
-    protected: Collection[str] | None = None,
+    protected: Collection[str],
 ) -> DecisionMade:
-    """Promote, reject or fail one evaluated candidate (see the module doc for the criteria).
-    `protected`: the protected case ids (default: every weighted case)."""
-    protected = set(weights) if protected is None else set(protected)
-    cand = state.candidates[candidate_id]
-    gate = _gate(cand, protected, phase=None)
-    if gate is not None:
-        return gate
-    baseline = state.candidates.get(BASELINE_ID)
-    if baseline is None:
-        return _failed(candidate_id, "no baseline measurements in this run")
+    """A candidate measured alone (window_id None), against the baseline's validation samples
+    (of its own device in a parallel run): how decisions were made before windows existed."""
+    candidate_id = cand.candidate_id
+    baseline = state.candidates[BASELINE_ID]
     not_reval = lambda p: p != Phase.REVALIDATION  # noqa: E731
     device = _device(state, cand)
     base_samples = _merge(_by_block(baseline, not_reval, device))
@@ -283,6 +503,7 @@ def decide(
             outcome=Outcome.REJECTED,
             reason=f"{tripped[0].guard} fired ({tripped[0].detail}) and there is no second "
             "measurement: never promoted on the first measurement alone",
+            measured=full_measurement(cand),
         )
     # Each block on its own when a tripwire fired; otherwise all samples together.
     parts = [blocks[b] for b in sorted(blocks)] if tripped else [all_samples]
@@ -295,33 +516,17 @@ def decide(
         return _failed(candidate_id, "a re-measurement block lacks samples for a scored case")
     worst = min(comparisons, key=lambda c: c.speedup)
     problems: list[str] = []
+    notes: list[str] = []
     for i, comp in enumerate(comparisons):
         label = f"measurement {i + 1}: " if len(comparisons) > 1 else ""
-        problems += [label + p for p in measurement_problems(comp, thresholds, protected)]
-
-    incumbent = state.incumbent_id
-    problems += _incumbent_problems(state, candidate_id, scored, all_samples, base_samples, device)
-    problems += kernel.ncu_veto(state, candidate_id, scored)
-    outcome = Outcome.REJECTED if problems else Outcome.PROMOTED
-    if problems:
-        reason = "; ".join(problems)
-    else:
-        reason = (
-            f"speedup {_fmt(worst)} over the baseline on {len(scored)} case(s), "
-            f"max CV {max(c.candidate_cv for c in worst.cases):.3f}"
-            + (f", beats incumbent {incumbent}" if incumbent not in (None, BASELINE_ID) else "")
-            + (f", held on re-measurement after {tripped[0].guard}" if tripped else "")
-        )
-    return DecisionMade(
-        candidate_id=candidate_id,
-        outcome=outcome,
-        reason=reason,
-        speedup=worst.speedup,
-        ci_low=worst.ci_low,
-        ci_high=worst.ci_high,
-        compared_to=incumbent,
-        cases=worst.cases,
+        found = measurement_problems(comp, thresholds, protected)
+        problems += [label + x for x in found.problems]
+        notes += [label + x for x in found.notes]
+    problems += _legacy_incumbent_problems(
+        state, candidate_id, scored, all_samples, base_samples, device
     )
+    problems += kernel.ncu_veto(state, candidate_id, scored)
+    return _verdict(state, cand, worst, problems, notes, tripped)
 
 
 def _device(state: RunState, cand: CandidateState) -> str | None:
@@ -362,12 +567,20 @@ def decide_revalidation(
     weights: Mapping[str, float],
     protected: Collection[str] | None = None,
 ) -> FinalistRevalidated:
-    """Whether the finalist survives against the fresh baseline, from REVALIDATION samples only."""
+    """Whether the finalist survives against the fresh baseline, from its revalidation window
+    only (REVALIDATION samples of window `finalist_id`; before windows, every REVALIDATION
+    sample, each side one block)."""
     protected = set(weights) if protected is None else set(protected)
     fin = state.candidates[finalist_id]
     base = state.candidates[baseline_id]
 
-    def result(survived: bool, reason: str, comp: Comparison | None = None, alternations: int = 0):
+    def result(
+        survived: bool,
+        reason: str,
+        comp: Comparison | None = None,
+        alternations: int = 0,
+        notes: list[str] | None = None,
+    ) -> FinalistRevalidated:
         return FinalistRevalidated(
             candidate_id=finalist_id,
             survived=survived,
@@ -377,6 +590,7 @@ def decide_revalidation(
             ci_high=None if comp is None else comp.ci_high,
             alternations=alternations,
             cases=[] if comp is None else comp.cases,
+            notes=notes or [],
         )
 
     reval = Phase.REVALIDATION
@@ -388,20 +602,26 @@ def decide_revalidation(
             return result(
                 False, f"protected case {v.case_id} failed verification during revalidation"
             )
-    fin_blocks = _by_block(fin, lambda p: p == reval)
-    base_blocks = _by_block(base, lambda p: p == reval)
-    alternations = len(set(fin_blocks) & set(base_blocks))
+    if fin.window_samples(finalist_id, reval):
+        members = window_blocks(state, finalist_id, reval)
+        base_b, fin_b = paired(members.get(baseline_id, {}), members.get(finalist_id, {}))
+        alternations = max((len(b) for b in fin_b.values()), default=0)
+    else:  # measured before windows: the blocks were whole alternations, compared pooled
+        fin_blocks = _by_block(fin, lambda p: p == reval)
+        base_blocks = _by_block(base, lambda p: p == reval)
+        alternations = len(set(fin_blocks) & set(base_blocks))
+        base_b = {c: [s] for c, s in _merge(base_blocks).items()}
+        fin_b = {c: [s] for c, s in _merge(fin_blocks).items()}
     if alternations < 3:
         return result(
             False,
             f"only {alternations} interleaved alternation(s); at least 3 are needed",
             alternations=alternations,
         )
-    fin_samples, base_samples = _merge(fin_blocks), _merge(base_blocks)
     failed = {v.case_id for v in fin.verifications if v.phase == reval and not v.passed}
     scored = {}
     for case_id, w in weights.items():
-        if fin_samples.get(case_id) and base_samples.get(case_id) and case_id not in failed:
+        if fin_b.get(case_id) and base_b.get(case_id) and case_id not in failed:
             scored[case_id] = w
         elif case_id in protected:
             return result(
@@ -409,15 +629,14 @@ def decide_revalidation(
                 f"no revalidation samples for protected case {case_id}",
                 alternations=alternations,
             )
-    comp = compare(
-        {c: base_samples[c] for c in scored}, {c: fin_samples[c] for c in scored}, scored
-    )
-    problems = measurement_problems(comp, thresholds, protected)
-    if problems:
-        return result(False, "; ".join(problems), comp, alternations)
+    comp = compare_blocks(base_b, fin_b, scored)
+    found = measurement_problems(comp, thresholds, protected)
+    if found.problems:
+        return result(False, "; ".join(found.problems), comp, alternations)
     return result(
         True,
         f"speedup {_fmt(comp)} against a fresh baseline over {alternations} interleaved alternations",
         comp,
         alternations,
+        found.notes,
     )

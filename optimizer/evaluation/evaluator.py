@@ -38,7 +38,7 @@ from typing import Any
 
 from optimizer.bundle.spec import CaseSpec
 from optimizer.decision import stats
-from optimizer.evaluation import attribution
+from optimizer.evaluation import attribution, window
 from optimizer.evaluation.guards import files as file_guard
 from optimizer.evaluation.guards import static as static_guard
 from optimizer.evaluation.guards import tripwire
@@ -60,6 +60,7 @@ from tlxstore.events import (
     ProfileCollected,
     ProfileMetric,
     ProfilingFinished,
+    remeasure_window,
 )
 from tlxstore.redaction import without_secrets
 
@@ -475,39 +476,23 @@ class Evaluator:
                 )
 
         def body(session: _Session, loaded: dict[str, Any], p: _Progress) -> None:
-            run = _Run(self, session, cid, req.phase, emit)
+            run = _Run(self, session, cid, req.phase, emit, window_id=cid)
             if not run.build("A", req.source):
                 raise _Stop("build failed")
             p.built = True
             p.stage = "verify"
             cases = run.verify_cases("A", self.bundle.cases, req.verify_repeats, first_attempt=1)
             p.verified = True
+            p.stage = "build"
+            members = [(run, "A"), *self._references(session, req, emit)]
             p.stage = "benchmark"
             if before_benchmark is not None:
                 before_benchmark()
-            medians = run.benchmark_cases("A", cases, req.repetitions, block=0, warm_up=True)
+            medians = _measure_window(members, cases, req, warm_up=True)
             p.benchmarked = True
             p.stage = "verify"
             run.verify_cases("A", cases, 1, first_attempt=req.verify_repeats + 1)
-            fired = tripwire.check(
-                medians,
-                req.parent_medians_us,
-                run.declared,
-                self.peak_bandwidth_bytes_per_s,
-                self.peak_flops_per_s,
-            )
-            if fired:
-                for t in fired:
-                    emit(
-                        IntegrityFlagged(
-                            candidate_id=cid, guard=t.guard, detail=t.detail, blocking=False
-                        )
-                    )
-                run.verify_cases(
-                    "A", cases, EXTRA_VERIFICATIONS, first_attempt=req.verify_repeats + 2
-                )
-                p.stage = "benchmark"
-                run.benchmark_cases("A", cases, req.repetitions, block=1)
+            self._tripwires(members, cases, req, medians, p)
             if self.keep_ready:  # the last sample is taken: the next child may start loading
                 self.prestart()
             if after_benchmark is not None:
@@ -532,6 +517,67 @@ class Evaluator:
 
         return self._session(cid, req.timeout_s, emit, body)
 
+    def _tripwires(
+        self,
+        members: list[tuple[_Run, str]],
+        cases: list[CaseSpec],
+        req: EvalRequest,
+        medians: dict[str, float],
+        p: _Progress,
+    ) -> None:
+        """An implausible measurement (optimizer.evaluation.guards.tripwire) is flagged, verified
+        EXTRA_VERIFICATIONS more times and measured again in a second window."""
+        run = members[0][0]
+        fired = tripwire.check(
+            medians,
+            req.parent_medians_us,
+            run.declared,
+            self.peak_bandwidth_bytes_per_s,
+            self.peak_flops_per_s,
+        )
+        if not fired:
+            return
+        for t in fired:
+            run.emit(
+                IntegrityFlagged(
+                    candidate_id=run.cid, guard=t.guard, detail=t.detail, blocking=False
+                )
+            )
+        run.verify_cases("A", cases, EXTRA_VERIFICATIONS, first_attempt=req.verify_repeats + 2)
+        p.stage = "benchmark"
+        again = [(r.in_window(remeasure_window(run.cid)), key) for r, key in members]
+        _measure_window(again, cases, req)
+
+    def _references(
+        self, session: _Session, req: EvalRequest, emit: Emit
+    ) -> list[tuple[_Run, str]]:
+        """The request's references built in the child (keys R1, R2, ...), in its window. A
+        reference that does not build here (it built when it was evaluated) ends the evaluation
+        as a harness error."""
+        out = []
+        for i, ref in enumerate(req.references, start=1):
+            key = f"R{i}"
+            run = _Run(self, session, ref.candidate_id, req.phase, emit, req.candidate_id)
+            reply = run._call(
+                {"op": "build", "key": key, "source": ref.source, "target": self.bundle.target}
+            )
+            if not reply.get("ok") or not reply.get("success"):
+                detail = _last_line(str(reply.get("diagnostics") or reply.get("error") or ""))
+                emit(
+                    InfrastructureFailed(
+                        candidate_id=req.candidate_id,
+                        stage="build",
+                        kind=FailureKind.HARNESS_ERROR,
+                        retryable=False,
+                        diagnostics=tail(
+                            f"the reference {ref.candidate_id} did not build beside it: {detail}"
+                        ),
+                    )
+                )
+                raise _Stop(f"the reference {ref.candidate_id} did not build beside it")
+            out.append((run, key))
+        return out
+
     # ---- final revalidation ----------------------------------------------------------------
     def revalidate(
         self,
@@ -543,16 +589,20 @@ class Evaluator:
         repetitions: int,
         timeout_s: float,
         emit: Emit,
+        *,
+        max_cv: float | None = None,
+        max_extra_blocks: int = 0,
     ) -> EvalSummary:
-        """Build finalist (A) and baseline (B) in one child, verify both, then benchmark them
-        interleaved A B A B ... (`alternations` blocks; each block benchmarks every case for A and
-        then for B), all with phase=REVALIDATION and the block index; verify A once more after."""
+        """Build finalist (A) and baseline (B) in one child, verify both, then benchmark them in
+        one window (optimizer.evaluation.window) of `alternations` times `repetitions` samples
+        per side and case, all with phase=REVALIDATION and the finalist's window id; verify A
+        once more after."""
         if alternations < 3:
             raise ValueError("final revalidation needs at least 3 alternations")
 
         def body(session: _Session, loaded: dict[str, Any], p: _Progress) -> None:
-            a = _Run(self, session, finalist_id, Phase.REVALIDATION, emit)
-            b = _Run(self, session, baseline_id, Phase.REVALIDATION, emit)
+            a = _Run(self, session, finalist_id, Phase.REVALIDATION, emit, finalist_id)
+            b = _Run(self, session, baseline_id, Phase.REVALIDATION, emit, finalist_id)
             if not a.build("A", finalist_source):
                 raise _Stop("the finalist failed to build")
             if not b.build("B", baseline_source):
@@ -563,11 +613,15 @@ class Evaluator:
             b.verify_cases("B", cases, 1, first_attempt=1)
             p.verified = True
             p.stage = "benchmark"
-            for block in range(alternations):
-                for case in cases:
-                    first = block == 0 and case is cases[0]
-                    a.benchmark_cases("A", [case], repetitions, block=block, warm_up=first)
-                    b.benchmark_cases("B", [case], repetitions, block=block)
+            plan = EvalRequest(
+                candidate_id=finalist_id,
+                source=finalist_source,
+                repetitions=window.revalidation_repetitions(repetitions, alternations),
+                timeout_s=timeout_s,
+                max_cv=max_cv,
+                max_extra_blocks=max_extra_blocks,
+            )
+            _measure_window([(a, "A"), (b, "B")], cases, plan, warm_up=True)
             p.benchmarked = True
             p.stage = "verify"
             a.verify_cases("A", cases, 1, first_attempt=2)
@@ -661,13 +715,28 @@ def _last_line(text: str) -> str:
 class _Run:
     """One candidate's commands within a session, turned into events."""
 
-    def __init__(self, ev: Evaluator, session: _Session, cid: str, phase: Phase, emit: Emit):
+    def __init__(
+        self,
+        ev: Evaluator,
+        session: _Session,
+        cid: str,
+        phase: Phase,
+        emit: Emit,
+        window_id: str | None = None,
+    ):
         self.ev = ev
         self.session = session
         self.cid = cid
         self.phase = phase
         self.emit = emit
+        self.window_id = window_id or cid  # the window its samples are recorded in
         self.declared: dict[str, tuple[int | None, int | None]] = {}  # case -> (bytes, flops)
+
+    def in_window(self, window_id: str) -> _Run:
+        """This candidate's commands, recorded in another window of the same child."""
+        other = copy.copy(self)
+        other.window_id = window_id
+        return other
 
     def _call(self, msg: dict[str, Any]) -> dict[str, Any]:
         reply = self.session.call(msg)
@@ -751,66 +820,61 @@ class _Run:
                 kept.append(case)
         return kept
 
-    def benchmark_cases(
+    def benchmark_case(
         self,
         key: str,
-        cases: list[CaseSpec],
+        case: CaseSpec,
         repetitions: int,
         *,
         block: int,
         warm_up: bool = False,
-    ) -> dict[str, float]:
-        """Benchmark each case. `warm_up`: first one call `benchmark(artifact, first case, 1)`
-        after the GPU idled through build and verification, its samples kept as the first
-        case's `warmup_samples_us` and out of every statistic. Measured on the H200: a 4096^3
-        fp16 GEMM's first do_bench after that idle ran 8-15% faster than every later one (boost
-        clock before the power limit), one outlier in 5 samples that widened every confidence
-        interval."""
-        medians: dict[str, float] = {}
-        warm: list[float] = self._warm_up(key, cases[0]) if warm_up and cases else []
-        for case in cases:
-            reply = self._call(
-                {
-                    "op": "benchmark",
-                    "key": key,
-                    "case": _case_dict(case),
-                    "repetitions": repetitions,
-                }
-            )
-            if not reply.get("ok"):
-                detail = str(reply.get("error"))
-                if reply.get("traceback"):
-                    detail += "\n" + str(reply["traceback"])
-                self.emit(
-                    InfrastructureFailed(
-                        candidate_id=self.cid,
-                        stage="benchmark",
-                        kind=FailureKind.HARNESS_ERROR,
-                        retryable=False,
-                        diagnostics=tail(f"case {case.case_id}: {detail}"),
-                    )
-                )
-                raise _Stop(
-                    f"the harness benchmark failed on case {case.case_id}: {_last_line(detail)}"
-                )
-            samples = [float(s) for s in reply["samples_us"]]
-            self.declared[case.case_id] = (reply.get("bytes_moved"), reply.get("flops"))
+        extra: bool = False,
+    ) -> list[float]:
+        """One harness call benchmarking one case; its samples. `warm_up`: first one call
+        `benchmark(artifact, case, 1)` after the GPU idled through build and verification, its
+        samples kept as `warmup_samples_us` and out of every statistic. Measured on the H200: a
+        4096^3 fp16 GEMM's first do_bench after that idle ran 8-15% faster than every later one
+        (boost clock before the power limit), one outlier in 5 samples that widened every
+        confidence interval."""
+        warm: list[float] = self._warm_up(key, case) if warm_up else []
+        reply = self._call(
+            {"op": "benchmark", "key": key, "case": _case_dict(case), "repetitions": repetitions}
+        )
+        if not reply.get("ok"):
+            detail = str(reply.get("error"))
+            if reply.get("traceback"):
+                detail += "\n" + str(reply["traceback"])
             self.emit(
-                BenchmarkSampled(
+                InfrastructureFailed(
                     candidate_id=self.cid,
-                    case_id=case.case_id,
-                    phase=self.phase,
-                    block=block,
-                    samples_us=samples,
-                    warmup_count=reply.get("warmup_count"),
-                    cache_policy=reply.get("cache_policy"),
-                    bytes_moved=reply.get("bytes_moved"),
-                    flops=reply.get("flops"),
-                    warmup_samples_us=warm if case is cases[0] else [],
+                    stage="benchmark",
+                    kind=FailureKind.HARNESS_ERROR,
+                    retryable=False,
+                    diagnostics=tail(f"case {case.case_id}: {detail}"),
                 )
             )
-            medians[case.case_id] = stats.median(samples)
-        return medians
+            raise _Stop(
+                f"the harness benchmark failed on case {case.case_id}: {_last_line(detail)}"
+            )
+        samples = [float(s) for s in reply["samples_us"]]
+        self.declared[case.case_id] = (reply.get("bytes_moved"), reply.get("flops"))
+        self.emit(
+            BenchmarkSampled(
+                candidate_id=self.cid,
+                case_id=case.case_id,
+                phase=self.phase,
+                block=block,
+                window_id=self.window_id,
+                extra=extra,
+                samples_us=samples,
+                warmup_count=reply.get("warmup_count"),
+                cache_policy=reply.get("cache_policy"),
+                bytes_moved=reply.get("bytes_moved"),
+                flops=reply.get("flops"),
+                warmup_samples_us=warm,
+            )
+        )
+        return samples
 
     def _warm_up(self, key: str, case: CaseSpec) -> list[float]:
         """One `benchmark(artifact, case, 1)`; its samples, or [] where it fails (the
@@ -922,6 +986,49 @@ class _Run:
                     artifacts=artifacts,
                 )
             )
+
+
+def _measure_window(
+    members: list[tuple[_Run, str]],
+    cases: list[CaseSpec],
+    req: EvalRequest,
+    *,
+    warm_up: bool = False,
+) -> dict[str, float]:
+    """Benchmark `members` (each a candidate's commands and its artifact key; the evaluated one
+    first) alternately, block by block, in whole turns, then give a case noisier than req.max_cv
+    more turns, up to req.max_extra_blocks blocks (optimizer.evaluation.window). Returns the
+    first member's median per case. `warm_up`: the window's first call is preceded by one
+    warm-up call (benchmark_case)."""
+    samples: dict[str, dict[str, list[float]]] = {run.cid: {} for run, _ in members}
+    warm = warm_up and bool(cases)
+
+    def block(index: int, repetitions: int, block_cases: list[CaseSpec], extra: bool) -> None:
+        nonlocal warm
+        for case in block_cases:
+            for run, key in window.order(members, index):
+                got = run.benchmark_case(
+                    key, case, repetitions, block=index, warm_up=warm, extra=extra
+                )
+                warm = False
+                samples[run.cid].setdefault(case.case_id, []).extend(got)
+
+    size = window.per_call(req.repetitions)
+    first = window.first_blocks(req.repetitions, len(members))
+    for index in range(first):
+        block(index, size, cases, False)
+    if req.max_cv is not None:
+        by_id = {c.case_id: c for c in cases}
+        index = first
+        for _ in range(window.extra_turns(req.max_extra_blocks, len(members))):
+            noisy = window.noisy_cases(samples, list(by_id), req.max_cv)
+            if not noisy:
+                break
+            for _ in members:  # a whole turn: each member first once
+                block(index, size, [by_id[c] for c in noisy], True)
+                index += 1
+    own = members[0][0].cid
+    return {case: stats.median(s) for case, s in samples[own].items()}
 
 
 def case_folder(case_id: str) -> str:

@@ -31,13 +31,26 @@ class HarnessBundle(BaseModel):
     ] = []  # hashed before and after every evaluation (the copy, the kernel)
 
 
+class Reference(BaseModel):
+    """A candidate measured beside the one evaluated, in its window (optimizer.evaluation.window):
+    the baseline, the incumbent. Its source is built in the same child; it is not verified again."""
+
+    model_config = ConfigDict(frozen=True)
+
+    candidate_id: str
+    source: str
+
+
 class EvalRequest(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     candidate_id: str
     source: str
     phase: Phase = Phase.ROUND
-    repetitions: int
+    repetitions: int  # samples per case and member in the window's first blocks
+    references: list[Reference] = []
+    max_cv: float | None = None  # a case noisier than this gets extra blocks (None: never)
+    max_extra_blocks: int = 0
     timeout_s: float
     verify_repeats: int = 2  # verifications per case before the benchmark (one more after it)
     profile: bool = True

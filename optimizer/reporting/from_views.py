@@ -238,7 +238,7 @@ def _candidates(cands: list[Row], settings: Row | None) -> Section:
             [
                 c["candidate_id"], c["round"], c["parent_id"], c["hypothesis_kind"], c["hypothesis"],
                 c["change"], c["outcome"] or "undecided", _ci(c["decided_speedup"], c["ci_low"], c["ci_high"]),
-                c["reason"], f"{_text(c['tokens_in'])}/{_text(c['tokens_out'])}" if c["tokens_in"] is not None else "",
+                _with_notes(c["reason"], c["notes"]), f"{_text(c['tokens_in'])}/{_text(c['tokens_out'])}" if c["tokens_in"] is not None else "",
             ]
             for c in cands
         ],
@@ -246,6 +246,11 @@ def _candidates(cands: list[Row], settings: Row | None) -> Section:
     min_speedup = settings["min_speedup"] if settings else None
     best.figures.append(("best_so_far.svg", plots.best_so_far(cands, min_speedup)))
     return best
+
+
+def _with_notes(reason: str | None, notes: list[str] | None) -> str:
+    """A decision's reason followed by the notes that qualified it (a noisy case)."""
+    return "; ".join([reason or "", *(f"note: {n}" for n in notes or [])]).strip("; ")
 
 
 def _shown(run: Row, cands: list[Row]) -> list[str]:
@@ -286,9 +291,9 @@ def _winner_sections(data: dict[str, list[Row]], shown: list[str]) -> list[Secti
 
 def _evidence_sections(data: dict[str, list[Row]]) -> list[Section]:
     """Final revalidation, integrity flags and duplicates."""
-    reval = Section("Final revalidation").table(
+    reval = Section("Final revalidation (the winner chain, in order)").table(
         ["candidate", "survived", "revalidated speedup [99% CI]", "alternations", "reason"],
-        [[r["candidate_id"], r["survived"], _ci(r["revalidated_speedup"], r["ci_low"], r["ci_high"]), r["alternations"], r["reason"]] for r in data["run_revalidations"]],
+        [[r["candidate_id"], r["survived"], _ci(r["revalidated_speedup"], r["ci_low"], r["ci_high"]), r["alternations"], _with_notes(r["reason"], r["notes"])] for r in data["run_revalidations"]],
     )  # fmt: skip
     flags = Section("Integrity flags").table(
         ["candidate", "guard", "blocking", "detail"],

@@ -142,7 +142,13 @@ def _run_line(env: Envelope, state: RunState) -> str | None:
             passed = "validation passed: " + "; ".join(
                 f"{c.name} {c.outcome.value}" for c in e.checks
             )
-            return "\n".join([passed, *warning_lines(e.checks)])
+            base = state.candidates.get(BASELINE_ID)
+            numbers = [
+                f"baseline {n.case_id}: median {n.median_us:.1f} us, p95 {n.p95_us:.1f} us, "
+                f"CV {n.cv:.3f} ({n.samples} samples)"
+                for n in (case_numbers(base, Phase.VALIDATION) if base else [])
+            ]
+            return "\n".join([*numbers, passed, *warning_lines(e.checks)])
         case CommitAttempted():
             if e.success:
                 return f"committed {e.candidate_id} as {e.rev_after}: {e.subject}"
@@ -188,15 +194,7 @@ def _candidate_line(e: Event, state: RunState) -> str | None:
             verdict = "correct" if e.passed else f"INCORRECT: {one_line(e.diagnostics)[-200:]}"
             return f"{e.candidate_id} verify {e.case_id} (attempt {e.attempt}): {verdict}"
         case BenchmarkSampled():
-            s = e.samples_us
-            if not s:
-                return None
-            block = f" block {e.block}" if e.phase == Phase.REVALIDATION else ""
-            n = stats.summarize(s)
-            return (
-                f"{e.candidate_id} bench {e.case_id}{block}: median {n.median_us:.1f} us, "
-                f"p95 {n.p95_us:.1f} us, CV {n.cv:.3f} ({n.samples} samples)"
-            )
+            return _sampled_line(e, state)
         case ProfileCollected():
             return _profile_line(e, state)
         case RooflineAssessed():
@@ -213,10 +211,11 @@ def _candidate_line(e: Event, state: RunState) -> str | None:
             who = e.candidate_id or "provider"
             return f"{who} {e.kind.value} during {e.stage}: {one_line(e.diagnostics)[-200:]}"
         case DecisionMade():
-            return (
+            head = (
                 f"{e.candidate_id} {e.outcome.value.upper()}: speedup {ci_text(e.speedup, e.ci_low, e.ci_high)}"
                 f" — {one_line(e.reason)}"
             )
+            return "\n".join([head, *_case_lines(e.cases), *(f"  note: {n}" for n in e.notes)])
         case KnobsUnreadable():
             return f"knobs tune cannot rewrite: {'; '.join(e.reasons)}"
         case LaunchesObserved():
@@ -225,11 +224,56 @@ def _candidate_line(e: Event, state: RunState) -> str | None:
             return f"{e.candidate_id} excluded: {e.signature} ({e.outcome.value})"
         case FinalistRevalidated():
             verdict = "survived" if e.survived else "did NOT survive"
-            return (
+            head = (
                 f"{e.candidate_id} {verdict} final revalidation ({e.alternations} alternations): "
                 f"speedup {ci_text(e.speedup, e.ci_low, e.ci_high)} — {one_line(e.reason)}"
             )
+            return "\n".join([head, *(f"  note: {n}" for n in e.notes)])
     return None
+
+
+def _sampled_line(e: BenchmarkSampled, state: RunState) -> str | None:
+    """Samples measured alone get a line each. In a window (many short calls) only a block a
+    noisy case got beyond the first ones is said, once, for the candidate the window is for;
+    its numbers are in the decision's lines."""
+    if not e.samples_us:
+        return None
+    if e.window_id is None:
+        block = f" block {e.block}" if e.phase == Phase.REVALIDATION else ""
+        n = stats.summarize(e.samples_us)
+        return (
+            f"{e.candidate_id} bench {e.case_id}{block}: median {n.median_us:.1f} us, "
+            f"p95 {n.p95_us:.1f} us, CV {n.cv:.3f} ({n.samples} samples)"
+        )
+    if not e.extra or e.candidate_id != e.window_id:
+        return None
+    so_far = [
+        x
+        for s in state.candidates[e.candidate_id].window_samples(e.window_id, e.phase)
+        if s.case_id == e.case_id
+        for x in s.samples_us
+    ]
+    return (
+        f"{e.candidate_id} {e.case_id} is noisy (CV {stats.cv(so_far):.3f} over {len(so_far)} "
+        f"samples): measured again, block {e.block}"
+    )
+
+
+def _case_lines(cases: list) -> list[str]:
+    """One line per case of a decision: the two medians side by side, their CVs and counts."""
+    out = []
+    for c in cases:
+        counts = (
+            f", {c.candidate_samples} / {c.baseline_samples} samples"
+            if c.candidate_samples is not None
+            else ""
+        )
+        out.append(
+            f"  {c.case_id}: {c.candidate_median_us:.1f} us vs {c.baseline_median_us:.1f} us baseline "
+            f"({c.speedup:.3f}x), CV {c.candidate_cv:.3f} / "
+            f"{'n/a' if c.baseline_cv is None else format(c.baseline_cv, '.3f')}{counts}"
+        )
+    return out
 
 
 def timing_label(state: RunState) -> str:

@@ -49,6 +49,27 @@ def validation_section(state: RunState) -> list[str]:
     ]
 
 
+def changed_files_section(state: RunState) -> list[str]:
+    """Every file seen changed outside the run's workspace: the user's kernel and bundle files
+    (files:live-changed, on the baseline) and the run's private copy (files:changed, on the
+    candidate it blocked)."""
+    flags = [f for c in state.candidates.values() for f in c.flags if f.guard.startswith("files:")]
+    if not flags:
+        return []
+    return [
+        "",
+        f"## Files changed during the run: {len(flags)}",
+        "",
+        md_table(
+            ["candidate", "guard", "blocking", "detail"],
+            [
+                [f.candidate_id, f.guard, "yes" if f.blocking else "no", one_line(f.detail)]
+                for f in flags
+            ],
+        ),
+    ]
+
+
 def markdown_report(state: RunState, result: RunResult) -> str:
     s = state.started
     lines = [f"# tlxdb run {result.run_id}", ""]
@@ -80,6 +101,7 @@ def markdown_report(state: RunState, result: RunResult) -> str:
             f"- commit: {'ok ' + (c.rev_after or '') if c.success else 'failed: ' + c.diagnostics}"
         )
     lines += validation_section(state)
+    lines += changed_files_section(state)
     final = {c.case_id: c for c in result.final}
     lines += ["", "## Cases (median / p95 in us)", ""]
     lines.append(

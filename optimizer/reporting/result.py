@@ -1,6 +1,8 @@
 """The result object printed on stdout (docs/CONTRACT.md §2) and the exit codes.
 
-Invariant: `result_from_state` is a pure function of the folded run.
+Invariants: `result_from_state` is a pure function of the folded run. A run whose winner could
+not be applied to the user's files (a commit that failed, or a user's file that changed during
+the run: the winner is kept in the output folder, never committed) exits EXIT_NOT_COMMITTED.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from optimizer.decision import stats
-from tlxstore.events import BASELINE_ID, Outcome, Phase, StoppingReason
+from optimizer.evaluation.guards.files import LIVE_CHANGED
+from tlxstore.events import BASELINE_ID, IntegrityFlagged, Outcome, Phase, StoppingReason
 from tlxstore.fold import CandidateState, RunState
 
 EXIT_SUCCESS = 0
 EXIT_BAD_INPUT = 1
 EXIT_NO_WINNER = 2
-EXIT_COMMIT_FAILED = 3
+EXIT_NOT_COMMITTED = 3  # the winner is kept in the output folder: the commit failed, or a user's
+# file changed during the run
 EXIT_INTERRUPTED = 130
 
 
@@ -79,6 +83,9 @@ class RunResult(BaseModel):
     winner_id: str | None
     commit: CommitResult | None
     experiments: list[Experiment]
+    # the user's files (kernel, bundle originals) seen changed during the run, each named with
+    # when it was seen; the run measured its frozen copy, and its winner is not committed
+    changed_files: list[str] = []
 
     @property
     def exit_code(self) -> int:
@@ -87,7 +94,9 @@ class RunResult(BaseModel):
         if self.stopping_reason in (StoppingReason.BUNDLE_CHANGED, StoppingReason.ERROR):
             return EXIT_BAD_INPUT
         if self.commit is not None and not self.commit.success:
-            return EXIT_COMMIT_FAILED
+            return EXIT_NOT_COMMITTED
+        if self.success and self.changed_files:
+            return EXIT_NOT_COMMITTED
         return EXIT_SUCCESS if self.success else EXIT_NO_WINNER
 
     def summary(self) -> dict:
@@ -140,6 +149,26 @@ def winner(state: RunState) -> str | None:
     return survived[-1].candidate_id if survived else None
 
 
+def live_changes(state: RunState) -> list[IntegrityFlagged]:
+    """The user's files recorded as changed during the run (files:live-changed: flagged on the
+    baseline, whose files they are; tlxdb cannot tell who changed them), first seen first."""
+    base = state.candidates.get(BASELINE_ID)
+    return [f for f in base.flags if f.guard == LIVE_CHANGED] if base is not None else []
+
+
+def kept_not_committed(state: RunState, winner_id: str) -> str | None:
+    """The one line a run ends with when its winner is kept in the output folder because a
+    user's file changed during the run, naming the first file; None when none changed."""
+    changed = live_changes(state)
+    if not changed:
+        return None
+    more = f" (and {len(changed) - 1} more changed file(s))" if len(changed) > 1 else ""
+    return (
+        f"winner {winner_id} kept in the output folder (best_kernel.py), not committed: "
+        f"{changed[0].detail}{more}"
+    )
+
+
 def result_from_state(state: RunState, output_dir: Path, store: str | Path) -> RunResult:
     assert state.run_id is not None
     fin = state.finished
@@ -172,4 +201,5 @@ def result_from_state(state: RunState, output_dir: Path, store: str | Path) -> R
             diagnostics=commit.diagnostics,
         ),
         experiments=[_experiment(c) for cid, c in state.candidates.items() if cid != BASELINE_ID],
+        changed_files=[f.detail for f in live_changes(state)],
     )

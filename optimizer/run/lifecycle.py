@@ -46,7 +46,7 @@ from optimizer.evaluation.evaluator import Evaluator
 from optimizer.evaluation.ncu_child import NcuProfiler
 from optimizer.providers import ProviderOptions, ProviderRegistry, default_provider, registry
 from optimizer.providers.base import Provider
-from optimizer.reporting.result import RunResult
+from optimizer.reporting.result import RunResult, live_changes
 from optimizer.run import devices as run_devices
 from optimizer.run.devices import DevicePool
 from optimizer.run.folder import OutputFolder, write_atomic
@@ -221,7 +221,9 @@ def prepare(
     """Read and check everything, freeze the bundle, find the device: no output yet."""
     source = read_kernel(kernel)
     bundle = load(bundle_paths)
-    thresholds = thresholds or resolve_thresholds(flags, bundle.budget)
+    thresholds = thresholds or resolve_thresholds(
+        flags, bundle.budget, budget_wins=bundle_paths.budget_explicit
+    )
     frozen = FrozenBundle(bundle, kernel, ws.bundle_dir)
     python = settings().child_python or sys.executable
     device = validation.detect_device(
@@ -279,6 +281,20 @@ def _committer(
     reverify = vcs.harness_reverifier(prep.evaluator, prep.thresholds.max_candidate_seconds)
 
     def commit(state: RunState, candidate_id: str) -> CommitAttempted:
+        """The winner committed, unless a user's file changed during the run: the winner was
+        measured against the files as they were, so it is kept in the output folder and the
+        repository is not touched (a conflict, as the TLX agent reports one)."""
+        changed = live_changes(state)
+        if changed:
+            return CommitAttempted(
+                candidate_id=candidate_id,
+                vcs=snapshot.vcs.value if snapshot.vcs else None,
+                success=False,
+                conflict=True,
+                rev_before=snapshot.head,
+                kernel_path=str(snapshot.kernel_path),
+                diagnostics=f"nothing was committed: {changed[0].detail}",
+            )
         return vcs.commit_for_run(
             state, candidate_id, prep.frozen.kernel_path, request.commit.message, snapshot, reverify
         )

@@ -12,8 +12,14 @@ Invariants:
   the store; a duplicate is recorded with what it duplicates and that result is reused.
   Infrastructure failures do not count as measured.
 - Every rejected or failed candidate gets an exclusion with a signature (its knobs, else its change).
+- A candidate is measured in a window with its references (the baseline, and the incumbent
+  when that is another candidate), alternated in one child (optimizer.evaluation.window); its
+  decision compares samples of that window only.
 - The winner is revalidated against a fresh baseline before it is reported or committed; a prior
-  run's winner is never adopted.
+  run's winner is never adopted. When the finalist does not survive, the next promoted candidate
+  (the winner chain, at most MAX_FINALISTS) is revalidated; the first that survives wins.
+- A provider that proposes only sources measured before is stopped after
+  MAX_DUPLICATES_IN_A_ROW duplicates in a row (provider_repeating).
 """
 
 from __future__ import annotations
@@ -36,15 +42,22 @@ from optimizer.evaluation import ncu_child
 from optimizer.evaluation.evaluator import Evaluator
 from optimizer.evaluation.guards import files as file_guard
 from optimizer.evaluation.ncu_child import NcuProfiler
-from optimizer.evaluation.requests import EvalRequest
+from optimizer.evaluation.requests import EvalRequest, Reference
 from optimizer.providers.base import Proposal, Provider, ProviderError, SearchExhausted
 from optimizer.reporting.markdown import markdown_report
-from optimizer.reporting.result import RunResult, result_from_state, winner
+from optimizer.reporting.result import (
+    RunResult,
+    kept_not_committed,
+    live_changes,
+    result_from_state,
+    winner,
+)
 from optimizer.run.context import SharedEvidence, build_context, fetch_shared
 from optimizer.run.devices import DevicePool
 from optimizer.run.folder import OutputFolder
 from optimizer.run.storelink import StoreLink
 from queries import lookups
+from queries.models import MeasuredMatch
 from tlxstore.events import (
     BASELINE_ID,
     CandidateProposed,
@@ -75,6 +88,8 @@ from tlxstore.store import Store
 INTERRUPTED_STAGE = "interrupted"
 REVALIDATION_ALTERNATIONS = 3
 MAX_PROVIDER_FAILURES = 3  # consecutive failures to propose before the run stops
+MAX_DUPLICATES_IN_A_ROW = 4  # consecutive proposals of measured sources before the run stops
+MAX_FINALISTS = 3  # promoted candidates the winner chain revalidates at most
 
 Observer = Callable[[Envelope, RunState], None]
 
@@ -135,6 +150,43 @@ def next_slot(state: RunState, per_round: int) -> tuple[int, int]:
     return (r + 1, 1) if used[r] >= per_round else (r, used[r] + 1)
 
 
+def duplicates_in_a_row(state: RunState) -> int:
+    """How many of the last proposals were answered as duplicates, back to the last that was not."""
+    n = 0
+    for c in reversed(state.candidates.values()):
+        if c.candidate_id == BASELINE_ID or c.decision is None:
+            continue
+        if c.decision.outcome != Outcome.DUPLICATE:
+            break
+        n += 1
+    return n
+
+
+def finalists(state: RunState) -> list[str]:
+    """The order the winner chain revalidates in: the incumbent (it beat every candidate promoted
+    before it, each in its own window), then the other promoted candidates, best decided
+    speedup first (the later on a tie); at most MAX_FINALISTS."""
+    incumbent = state.incumbent_id
+    promoted = [
+        (c.decision.speedup or 0.0, i, c.candidate_id)
+        for i, c in enumerate(state.candidates.values())
+        if c.candidate_id not in (BASELINE_ID, incumbent)
+        and c.decision is not None
+        and c.decision.outcome == Outcome.PROMOTED
+    ]
+    ranked = [cid for _, _, cid in sorted(promoted, key=lambda x: (-x[0], -x[1]))]
+    first = [] if incumbent in (None, BASELINE_ID) else [incumbent]
+    return (first + ranked)[:MAX_FINALISTS]
+
+
+def next_finalist(state: RunState) -> str | None:
+    """The next candidate the winner chain revalidates; None once one survived or none is left."""
+    if any(r.survived for r in state.revalidations):
+        return None
+    tried = {r.candidate_id for r in state.revalidations}
+    return next((f for f in finalists(state) if f not in tried), None)
+
+
 def stop_reason(state: RunState, t: Thresholds, budget: Budget) -> StoppingReason | None:
     if state.search_ended is not None:
         return state.search_ended.reason
@@ -142,6 +194,8 @@ def stop_reason(state: RunState, t: Thresholds, budget: Budget) -> StoppingReaso
         return budget.exhausted_as
     if budget.provider_failures >= MAX_PROVIDER_FAILURES:
         return StoppingReason.PROVIDER_FAILED
+    if duplicates_in_a_row(state) >= MAX_DUPLICATES_IN_A_ROW:
+        return StoppingReason.PROVIDER_REPEATING
     if next_slot(state, t.candidates_per_round)[0] > t.max_rounds:
         return StoppingReason.MAX_ROUNDS
     if budget.elapsed_s >= t.max_total_seconds:
@@ -206,10 +260,8 @@ def plan(state: RunState, t: Thresholds, budget: Budget) -> Next:
         return Next(Step.PROPOSE, round=r, index=i)
     if state.search_ended is None:
         return Next(Step.END_SEARCH, reason=reason)
-    finalist = state.incumbent_id
-    if finalist not in (None, BASELINE_ID) and not any(
-        v.candidate_id == finalist for v in state.revalidations
-    ):
+    finalist = next_finalist(state)
+    if finalist is not None:
         return Next(Step.REVALIDATE, finalist, reason=reason)
     if budget.commit and winner(state) is not None and not state.commits:
         return Next(Step.COMMIT, winner(state), reason=reason)
@@ -235,20 +287,6 @@ def signature(p: CandidateProposed) -> str:
 
 
 # ---- acting ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Match:
-    """An earlier measurement of the same source under the same measurement key."""
-
-    run_id: str
-    candidate_id: str
-    match: Literal["raw", "normalized"]
-    outcome: str | None
-    speedup: float | None
-    ci_low: float | None
-    ci_high: float | None
-    pending: bool = False  # proposed earlier in this round, not measured yet (parallel runs)
 
 
 @dataclass(frozen=True)
@@ -419,7 +457,7 @@ class RunLoop:
         return f"c{sum(1 for c in self.state.candidates if c != BASELINE_ID) + 1:03d}"
 
     def _propose(self, nxt: Next) -> None:
-        self.s.frozen.check()
+        self._check_files(f"before {self._next_id()} was proposed")
         before = file_guard.hash_paths(self.s.frozen.watched)
         ctx = build_context(
             shared=self.link.shared(),
@@ -454,17 +492,20 @@ class RunLoop:
         self._refuse_changed_files(before, self._record_proposal(out, ctx.parent_id, nxt.round))
 
     def _refuse_changed_files(self, before: dict[str, str], cid: str | None) -> None:
-        """After a proposal: a bundle file or the user's kernel that changed while the provider
-        was proposing (an agent runs with the user's rights) flags the proposed candidate
-        (blocking `files:changed`, so the policy rejects it unmeasured) and stops the run
-        (BundleChangedError: bundle_changed, no winner). tlxdb restores nothing: it never
-        writes the user's files."""
+        """After a proposal. The user's kernel or a bundle original that changed while the
+        provider was proposing (the user kept working, or an agent with the user's rights wrote
+        outside its workspace) is recorded and the run goes on (_record_live_changes). A file of
+        the private copy that changed (it is read-only: a process with more rights wrote it)
+        flags the proposed candidate (blocking `files:changed`, so the policy rejects it
+        unmeasured) and stops the run (BundleChangedError: bundle_changed, no winner). tlxdb
+        restores nothing: it never writes the user's files."""
+        while_ = f"while {cid} was being proposed" if cid else "while the provider was proposing"
+        self._record_live_changes(while_)
         watched = self.s.frozen.watched
         changed = file_guard.changed_paths(before, file_guard.hash_paths(watched))
         names = {str(path): label for path, label in watched.items()}
         if not changed:
             return
-        while_ = f"while {cid} was being proposed" if cid else "while the provider was proposing"
         if cid is not None:
             flags = [
                 IntegrityFlagged(
@@ -487,6 +528,39 @@ class RunLoop:
             self.ingest()
         first = changed[0]
         raise BundleChangedError(f"{names[first]} changed {while_} ({first}); the run stops")
+
+    def _check_files(self, when: str) -> None:
+        """Before each step: the private copy must be as frozen (else BundleChangedError stops
+        the run); a user's file that changed is recorded (_record_live_changes)."""
+        self.s.frozen.check()
+        self._record_live_changes(when)
+
+    def _record_live_changes(self, when: str) -> None:
+        """Each of the user's files (the kernel, a bundle original) seen changed for the first
+        time gets a non-blocking `files:live-changed` flag naming it and when it was seen, on the
+        baseline (whose files they are: tlxdb cannot tell who changed them). The run goes on: it
+        measures its frozen copy and the baseline it recorded, so the edit reaches no
+        measurement; its winner is kept in the output folder, not committed. Once the winner
+        is committed (tlxdb wrote the kernel, docs/COMMIT.md) the user's files are theirs again."""
+        started = self.state.started
+        assert started is not None
+        if any(c.success for c in self.state.commits):
+            return
+        known = [f.detail for f in live_changes(self.state)]
+        seen = datetime.now(UTC).strftime("%H:%M:%S")
+        flags = [
+            IntegrityFlagged(
+                candidate_id=BASELINE_ID,
+                guard=file_guard.LIVE_CHANGED,
+                detail=f"{label} ({path}) changed {when} (seen at {seen} UTC)",
+                blocking=False,
+            )
+            for path, label in self.s.frozen.live_changes(started.kernel_sha256)
+            if not any(d.startswith(f"{label} ({path}) changed ") for d in known)
+        ]
+        if flags:
+            self.append(*flags)
+            self.ingest()
 
     def _device(self) -> DeviceInfo:
         assert self.state.started is not None
@@ -549,55 +623,63 @@ class RunLoop:
                 ci_low=m.ci_low,
                 ci_high=m.ci_high,
                 compared_to=f"{m.run_id}/{m.candidate_id}",
+                measured=False,
             ),
         ]
 
-    def _find_in_run(self, raw: str, norm: str) -> Match | None:
+    def _find_in_run(self, raw: str, norm: str) -> MeasuredMatch | None:
         """A measured candidate of this run (the baseline included) with this source, or one
         proposed earlier in the round a parallel run is filling."""
         assert self.state.run_id is not None
         for c in self.state.candidates.values():
             p, d = c.proposal, c.decision
-            if interrupted(c) or infrastructure_failed(c) or c.duplicate is not None:
-                continue
             pending = c.candidate_id != BASELINE_ID and d is None  # in a parallel round
+            if not (pending or c.measured) or (pending and (c.failures or c.duplicate)):
+                continue
             kind: Literal["raw", "normalized"] | None = None
             if p.source_hash == raw:
                 kind = "raw"
             elif p.normalized_hash == norm:
                 kind = "normalized"
             if kind is not None:
-                return Match(
-                    self.state.run_id,
-                    c.candidate_id,
-                    kind,
-                    d.outcome.value if d else None,
-                    d.speedup if d else None,
-                    d.ci_low if d else None,
-                    d.ci_high if d else None,
-                    pending,
+                return MeasuredMatch(
+                    run_id=self.state.run_id,
+                    candidate_id=c.candidate_id,
+                    source_hash=p.source_hash,
+                    match=kind,
+                    outcome=d.outcome.value if d else None,
+                    speedup=d.speedup if d else None,
+                    ci_low=d.ci_low if d else None,
+                    ci_high=d.ci_high if d else None,
+                    reason=d.reason if d else "",
+                    pending=pending,
                 )
         return None
 
-    def _find_in_store(self, raw: str, norm: str) -> Match | None:
-        """A candidate measured under this measurement key in any run of the store (the store
-        decides "measured": a decision no infrastructure failure of its candidate came before)."""
+    def _find_in_store(self, raw: str, norm: str) -> MeasuredMatch | None:
+        """A candidate measured under this measurement key in any run of the store (as its
+        decision recorded it: DecisionMade.measured, projected as proj_decisions.measured)."""
         assert self.state.started is not None
-        m = lookups.find_measured(self.s.store, self.state.started.measurement_key, raw, norm)
-        if m is None:
-            return None
-        return Match(m.run_id, m.candidate_id, m.match, m.outcome, m.speedup, None, None)
+        return lookups.find_measured(self.s.store, self.state.started.measurement_key, raw, norm)
 
     def _request(self, cid: str) -> EvalRequest:
+        """The evaluation of `cid` in its window, beside the baseline and the incumbent."""
         c = self.state.candidates[cid]
         parent = self.state.candidates[c.proposal.parent_id or BASELINE_ID]
         parent_medians = {k: stats.median(v) for k, v in parent.samples_by_case().items() if v}
+        t = self.s.thresholds
+        references = [] if cid == BASELINE_ID else [BASELINE_ID]
+        if self.state.incumbent_id not in (None, BASELINE_ID, cid):
+            references.append(self.state.incumbent_id)
         return EvalRequest(
             candidate_id=cid,
             source=self._source(cid),
             phase=Phase.ROUND,
-            repetitions=self.s.thresholds.benchmark_repetitions,
-            timeout_s=self.s.thresholds.max_candidate_seconds,
+            repetitions=t.benchmark_repetitions,
+            references=[Reference(candidate_id=r, source=self._source(r)) for r in references],
+            max_cv=t.max_cv,
+            max_extra_blocks=t.max_extra_blocks,
+            timeout_s=t.max_candidate_seconds,
             parent_medians_us=parent_medians,
             artifacts_dir=self.s.output.artifacts_dir(cid),
         )
@@ -605,7 +687,7 @@ class RunLoop:
     def _evaluate(self, nxt: Next) -> None:
         cid = nxt.candidate_id
         assert cid is not None
-        self.s.frozen.check()
+        self._check_files(f"before {cid} was evaluated")
         ncu = self.s.ncu
         if ncu is not None:
             ncu.begin(self._source(cid))  # the prestarted ncu child builds it meanwhile
@@ -686,7 +768,7 @@ class RunLoop:
     # -- parallel runs: one harness child per device, one writer (this thread) --
     def _measure_baselines(self, nxt: Next) -> None:
         """The baseline on every other device, before that device measures a candidate."""
-        self.s.frozen.check()
+        self._check_files("before the other devices' baselines were measured")
         request = self._request(BASELINE_ID).model_copy(update={"profile": False})
         devices = devices_without_baseline(self.state)
         self._in_parallel([(request, d) for d in devices], devices)
@@ -694,7 +776,7 @@ class RunLoop:
     def _evaluate_round(self, nxt: Next) -> None:
         """Every proposed candidate of the round not yet evaluated, each on the next free device
         (a round larger than the device count queues); decisions follow in proposal order."""
-        self.s.frozen.check()
+        self._check_files(f"before round {nxt.round} was evaluated")
         waiting = [
             c.candidate_id
             for c in self.state.undecided()
@@ -780,6 +862,7 @@ class RunLoop:
                 candidate_id=cid,
                 outcome=Outcome.FAILED,
                 reason=f"evaluation interrupted by a stop of tlxdb; evaluated again as {new_id}",
+                measured=False,
             ),
             old.model_copy(update={"candidate_id": new_id}),
         )
@@ -794,7 +877,7 @@ class RunLoop:
     def _revalidate(self, nxt: Next) -> None:
         fid = nxt.candidate_id
         assert fid is not None
-        self.s.frozen.check()
+        self._check_files(f"before {fid}'s final revalidation")
         t = self.s.thresholds
         self.s.evaluator.revalidate(
             fid,
@@ -805,6 +888,8 @@ class RunLoop:
             repetitions=t.benchmark_repetitions,
             timeout_s=t.max_candidate_seconds * (2 * REVALIDATION_ALTERNATIONS + 2),
             emit=lambda ev: self.append(ev),
+            max_cv=t.max_cv,
+            max_extra_blocks=t.max_extra_blocks,
         )
         self.append(policy.decide_revalidation(self.state, fid, BASELINE_ID, t, *self._weights()))
         if not kernel.has_deep_profile(self.state.candidates[fid]):
@@ -813,7 +898,7 @@ class RunLoop:
 
     def _commit(self, nxt: Next) -> None:
         assert self.s.commit is not None and nxt.candidate_id is not None
-        self.s.frozen.check()
+        self._check_files(f"before {nxt.candidate_id} was committed")
         self.append(self.s.commit(self.state, nxt.candidate_id))
 
     def _end_search(self, nxt: Next) -> None:
@@ -821,14 +906,20 @@ class RunLoop:
         self.append(SearchEnded(reason=nxt.reason, detail=self._exhausted or ""))
 
     def _finish(self, nxt: Next) -> None:
-        self.s.frozen.check()
+        self._check_files("by the end of the run")
         win = winner(self.state)
         rev = next((r for r in self.state.revalidations if r.candidate_id == win), None)
         last_rev = self.state.revalidations[-1] if self.state.revalidations else None
         ended = self.state.search_ended.detail if self.state.search_ended else ""
         detail = ended or (last_rev.reason if last_rev and not last_rev.survived else "")
+        fell = [r.candidate_id for r in self.state.revalidations if not r.survived]
+        if win is not None and fell:
+            detail += f"{'; ' if detail else ''}final revalidation: {', '.join(fell)} did not "
+            detail += f"survive, {win} did"
         if win is None and not self.state.revalidations:
             detail = detail or "no candidate beat the baseline"
+        if win is not None:
+            detail = kept_not_committed(self.state, win) or detail
         assert nxt.reason is not None
         self.append(
             RunFinished(

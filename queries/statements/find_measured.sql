@@ -11,6 +11,8 @@ SELECT
     CASE WHEN source_hash = $source_hash THEN 'raw' ELSE 'normalized' END AS match,
     outcome,
     speedup,
+    ci_low,
+    ci_high,
     reason
 FROM proj_decisions
 WHERE measurement_key = $measurement_key

@@ -9,6 +9,10 @@ SELECT
     p.thresholds.min_speedup AS min_speedup,
     p.thresholds.max_cv AS max_cv,
     p.thresholds.benchmark_repetitions AS benchmark_repetitions,
+    -- a v1 RunStarted records neither: it measured no extra block and kept the TLX agent's CV
+    -- gate (as tlxstore/upcasting.py reads it)
+    coalesce(p.thresholds.max_extra_blocks, 0) AS max_extra_blocks,
+    coalesce(p.thresholds.strict_noise, true) AS strict_noise,
     p.prior_runs AS prior_runs,
     p.resumed_from AS resumed_from,
     p.argv AS argv,
@@ -18,7 +22,7 @@ SELECT
 FROM (
     SELECT run_id, payload, from_json(payload, '{"thresholds": {"max_rounds": "INTEGER", "candidates_per_round": "INTEGER",
         "max_candidate_seconds": "DOUBLE", "max_total_seconds": "DOUBLE", "min_speedup": "DOUBLE", "max_cv": "DOUBLE",
-        "benchmark_repetitions": "INTEGER"}, "prior_runs": ["VARCHAR"], "resumed_from": "VARCHAR", "argv": ["VARCHAR"],
+        "benchmark_repetitions": "INTEGER", "max_extra_blocks": "INTEGER", "strict_noise": "BOOLEAN"}, "prior_runs": ["VARCHAR"], "resumed_from": "VARCHAR", "argv": ["VARCHAR"],
         "protected_cases": ["VARCHAR"]}') AS p
     FROM events WHERE type = 'RunStarted'
 )

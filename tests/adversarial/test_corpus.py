@@ -19,7 +19,7 @@ import pytest
 from optimizer.bundle.loading import FrozenBundle, load, locate
 from optimizer.decision import policy
 from optimizer.evaluation.evaluator import Evaluator
-from optimizer.evaluation.requests import EvalRequest, HarnessBundle
+from optimizer.evaluation.requests import EvalRequest, HarnessBundle, Reference
 from tlxstore.events import (
     CandidateProposed,
     DecisionMade,
@@ -72,11 +72,14 @@ def evaluator(bundle: HarnessBundle, **kw) -> Evaluator:
 
 
 def req(cid: str, text: str, phase: Phase = Phase.ROUND, verify_repeats: int = 2) -> EvalRequest:
+    """A candidate measured in its window beside the baseline, as the loop asks for it."""
+    beside = [Reference(candidate_id="baseline", source=KERNEL.read_text())]
     return EvalRequest(
         candidate_id=cid,
         source=text,
         phase=phase,
         repetitions=T.benchmark_repetitions,
+        references=beside if cid != "baseline" else [],
         timeout_s=120,
         verify_repeats=verify_repeats,
         profile=False,

@@ -4,6 +4,7 @@ real DuckDB files in tmp_path, with the vecadd bundle on the Triton interpreter.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from support.bundles import (  # noqa: E402
     sleep_bundle,
     vecadd_bundle,
 )
+from support.repos import git, kernel_in_git  # noqa: E402
 from support.scripted_provider import ScriptedProvider, set_block  # noqa: E402
 
 from cli.main import main  # noqa: E402
@@ -89,7 +91,13 @@ def test_optimize_prints_the_result_and_show_report_replay_read_it_back(tmp_path
     assert "c001 (round 1, parent baseline) hypothesis: fewer, wider programs" in err
     assert "change: BLOCK_SIZE=256 | expected: lower median | risk: low" in err
     assert "c001 verify n2048 (attempt 1): correct" in err
-    assert "c001 bench n2048: median" in err and "p95" in err and "CV" in err
+    assert re.search(
+        r"\n  n2048: [\d.]+ us vs [\d.]+ us baseline \([\d.]+x\), CV [\d.]+ / [\d.]+, 8 / 8 samples",
+        err,
+    )
+    assert re.search(
+        r"baseline n2048: median [\d.]+ us, p95 [\d.]+ us, CV [\d.]+ \(8 samples\)", err
+    )
     assert "c001 PROMOTED: speedup" in err and "c001 survived final revalidation" in err
     assert (
         "c001 profile n2048: time in add_kernel; harness.kernel_time_us=" in err
@@ -188,14 +196,20 @@ def test_the_tlx_intra_kernel_proton_flag_is_accepted_and_says_what_is_not_colle
     assert "note:" not in _invoke(plain).stderr
 
 
-def test_a_flag_that_budget_json_overrides_gets_a_note_naming_both_values(tmp_path):
+def test_a_flag_that_budget_json_disagrees_with_gets_a_note_saying_which_wins(tmp_path):
     bundle = vecadd_bundle(tmp_path / "bundle", budget={"max_rounds": 12, "max_cv": 0.5})
     args = _args(tmp_path, bundle=bundle, kernel=tmp_path / "nope.py", extra=["--max-rounds", "3"])
     lines = _invoke(args).stderr.strip().splitlines()
     notes = [line for line in lines if line.startswith("note:")]
-    assert notes == [
+    tail = "give the file with --budget for it to win"
+    assert notes == [  # found in the bundle folder: the flags typed win
+        f"note: --max-rounds 3 overrides the bundle's budget.json (max_rounds 12); {tail}",
+        f"note: --max-cv 5 overrides the bundle's budget.json (max_cv 0.5); {tail}",  # FAST's
+    ]
+    given = _invoke([*args, "--budget", str(bundle / "budget.json")]).stderr.splitlines()
+    assert [line for line in given if line.startswith("note:")] == [  # --budget: the file wins
         "note: --max-rounds 3 is overridden by budget.json (max_rounds 12)",
-        "note: --max-cv 5 is overridden by budget.json (max_cv 0.5)",  # FAST's --max-cv 5
+        "note: --max-cv 5 is overridden by budget.json (max_cv 0.5)",
     ]
     same = _args(tmp_path, bundle=bundle, kernel=tmp_path / "nope.py", extra=["--max-rounds", "12"])
     assert "--max-rounds" not in _invoke(same).stderr  # the same value: nothing to say
@@ -529,38 +543,12 @@ def test_the_live_log_shows_a_progress_line_on_a_terminal_only():
     ]
 
 
-def _git(repo: Path, *args: str) -> str:
-    import subprocess
-
-    env = {
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-        "PATH": "/usr/bin:/bin:/usr/local/bin",
-        "HOME": str(repo),
-    }
-    return subprocess.run(
-        ["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True
-    ).stdout
-
-
 @pytest.mark.slow
 def test_the_revalidated_winner_is_committed_to_the_kernels_git_repository(
     tmp_path, scripted, monkeypatch
 ):
     repo = tmp_path / "repo"
-    kernel = kernel_copy(repo)
-    _git(repo, "init", "-q")
-    _git(repo, "add", "vecadd_kernel.py")
-    _git(repo, "commit", "-q", "-m", "kernel")
-    for k, v in {
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-    }.items():
-        monkeypatch.setenv(k, v)
+    kernel = kernel_in_git(repo, monkeypatch)
     scripted.append(set_block(256))
     args = [a for a in _args(tmp_path, kernel=kernel) if a != "--no-commit-winner"]
     r = _invoke(
@@ -579,7 +567,7 @@ def test_the_revalidated_winner_is_committed_to_the_kernels_git_repository(
     assert r.exit_code == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["commit"]["success"] and out["commit"]["vcs"] == "git"
-    log = _git(repo, "log", "-1", "--format=%s%n%b")
+    log = git(repo, "log", "-1", "--format=%s%n%b")
     assert log.startswith("vecadd: wider blocks") and "TLX agent authored" in log
     assert "BLOCK_SIZE = 256" in kernel.read_text()
     assert "committed c001 as" in r.stderr
@@ -615,6 +603,12 @@ def test_exit_codes_follow_the_contract():
     assert base.exit_code == 0
     assert base.model_copy(update={"success": False, "winner_id": None}).exit_code == 2
     assert base.model_copy(update={"commit": failed_commit}).exit_code == 3
+    edited = [
+        "the kernel k.py (/k.py) changed while c001 was being proposed (seen at 10:00:00 UTC)"
+    ]
+    assert base.model_copy(update={"changed_files": edited}).exit_code == 3  # kept, not committed
+    no_winner = base.model_copy(update={"success": False, "winner_id": None})
+    assert no_winner.model_copy(update={"changed_files": edited}).exit_code == 2
     assert (
         base.model_copy(
             update={"stopping_reason": StoppingReason.INTERRUPTED, "success": False}
@@ -699,7 +693,8 @@ def test_optimize_help_gives_examples_and_the_exit_codes():
     assert r.exit_code == 0
     text = " ".join(r.stdout.split())
     assert "Examples:" in text and "tlxdb optimize --resume" in text
-    assert "3 committing the winner failed" in text and "130 interrupted" in text
+    assert "3 the winner is kept in the output folder, not committed" in text
+    assert "130 interrupted" in text
 
 
 def test_the_llm_provider_without_litellm_is_refused_before_the_baseline_is_measured(

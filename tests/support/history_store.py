@@ -1,7 +1,7 @@
 """The history test store: several runs of two kernels (softmax, RMSNorm) on two devices (the
 CPU interpreter, an H200), plus a cut-off and a finished matmul run on the H200, all brought in
 with `tlxdb import` from real run logs: the CPU runs of tests/fixtures/history (made by
-make_history_runs.py) and the H200 logs committed under benchmarks/results/."""
+make_history_runs.py) and the H200 runs committed as tlxdb exports under benchmarks/results/."""
 
 from __future__ import annotations
 

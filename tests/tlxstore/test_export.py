@@ -16,6 +16,7 @@ from tlxstore.errors import (
     UnknownEventTypeError,
     UnknownRunError,
 )
+from tlxstore.events import RunStarted
 from tlxstore.export import EVENTS_FILE, MANIFEST, export_runs, read_export
 from tlxstore.hashing import digest_file
 from tlxstore.store import Store
@@ -38,7 +39,7 @@ def test_export_writes_parquet_and_a_manifest_with_counts_and_sha256(store, tmp_
     assert on_disk["tlxdb_version"] == tlxdb_version()  # names the code, "+src.<digest>"
     assert (
         on_disk["store_schema_version"] == STORE_SCHEMA_VERSION
-        and on_disk["event_schema_versions"]["RunStarted"] == 1
+        and on_disk["event_schema_versions"]["RunStarted"] == RunStarted.SCHEMA_VERSION
     )
     assert on_disk["files"][EVENTS_FILE] == {
         "rows": len(small_run(2)),

@@ -38,14 +38,29 @@ def test_golden_v1_log_loads_and_folds():
 
 
 def test_golden_v1_records_keep_every_value_when_reencoded():
-    """Optional fields added since (with defaults) may appear; nothing recorded may change."""
+    """Optional fields added since (with defaults) may appear and an upcast record is written at
+    its type's current version; nothing recorded may change."""
     for rec in _records("v1"):
         rec.pop("batch_last")
         again = codec.encode(codec.decode(rec))
-        assert {k: v for k, v in again.items() if k != "payload"} == {
-            k: v for k, v in rec.items() if k != "payload"
+        assert again["schema_version"] == EVENT_TYPES[rec["type"]].SCHEMA_VERSION
+        assert {k: v for k, v in again.items() if k not in ("payload", "schema_version")} == {
+            k: v for k, v in rec.items() if k not in ("payload", "schema_version")
         }
         assert _kept(rec["payload"], again["payload"])
+
+
+def test_released_upcasters_carry_v1_runs_to_what_they_meant():
+    """A v1 run was decided under the TLX agent's CV gate with no extra measurement, its samples
+    were measured alone, and whether its decisions measured their source is left to the store."""
+    state = fold(read_envelopes(GOLDEN / "v1"))
+    assert state.started is not None
+    assert state.started.thresholds.strict_noise is True
+    assert state.started.thresholds.max_extra_blocks == 0
+    assert all(s.window_id is None for c in state.candidates.values() for s in c.samples)
+    decided = [c.decision for c in state.candidates.values() if c.decision is not None]
+    assert decided and all(d.measured is None and d.notes == [] for d in decided)
+    assert all(r.notes == [] for r in state.revalidations)
 
 
 def _kept(old, new) -> bool:

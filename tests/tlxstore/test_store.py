@@ -322,8 +322,18 @@ V4_TABLES = (
 )
 
 
+def _as_v5(store_path: Path) -> None:
+    """Turn a store into what tlxdb's store schema v5 wrote: no windows, no notes."""
+    con = duckdb.connect(str(store_path))
+    con.execute("ALTER TABLE proj_samples DROP COLUMN window_id")
+    con.execute("DROP TABLE proj_notes")
+    con.execute("UPDATE tlxdb_meta SET value = '5' WHERE key = 'store_schema_version'")
+    con.close()
+
+
 def _as_v4(store_path: Path) -> None:
     """Turn a store into what tlxdb's store schema v4 wrote: no proj_run_candidates."""
+    _as_v5(store_path)
     con = duckdb.connect(str(store_path))
     con.execute("DROP TABLE proj_run_candidates")
     con.execute("UPDATE tlxdb_meta SET value = '4' WHERE key = 'store_schema_version'")
@@ -344,11 +354,11 @@ def _as_v3(store_path: Path) -> None:
     con.close()
 
 
-@pytest.mark.parametrize("older", [_as_v4, _as_v3])
+@pytest.mark.parametrize("older", [_as_v5, _as_v4, _as_v3])
 def test_an_older_store_is_upgraded_on_open_and_every_view_answers_as_before(tmp_path, older):
     """v4 projects what the views used to parse out of the events, v5 each run's candidate count
-    and best promoted candidate; a v4 or v3 store gets them on open, and every view answers
-    exactly as it did (the history test store: every event type)."""
+    and best promoted candidate, v6 windows and notes; a v5, v4 or v3 store gets them on open,
+    and every view answers exactly as it did (the history test store: every event type)."""
     path = history_store.build(tmp_path / "store.duckdb")
     store = Store(path)
     store.ingest(envelopes("cut", [run_started(), *cut_short("c001", "def k(): return 7")]))

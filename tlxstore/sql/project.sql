@@ -67,16 +67,18 @@ SELECT
     d.run_id, d.p.candidate_id, d.seq, d.recorded_at, d.p.outcome, d.p.reason, d.p.speedup, d.p.ci_low, d.p.ci_high,
     d.p.compared_to, d.k, c.round, c.proposed_at, c.hypothesis, c.knobs, c.source_hash, c.normalized_hash,
     c.measurement_key, c.source_key, c.norm_key, c.mk_key,
-    NOT EXISTS (
+    -- measured as the loop recorded it (DecisionMade v2); a v1 decision records none, and is
+    -- taken as v1 stores had it: no retryable failure of its candidate before it
+    coalesce(d.p.measured, NOT EXISTS (
         SELECT 1 FROM proj_failures f
         WHERE f.cand_key = d.k AND f.run_id = d.run_id AND f.candidate_id = d.p.candidate_id AND f.seq < d.seq
-    )
+    ))
 FROM (
     SELECT run_id, seq, recorded_at, p, tlx_key(run_id || '/' || p.candidate_id) AS k
     FROM (
         SELECT run_id, seq, recorded_at, from_json(payload, '{"candidate_id": "VARCHAR", "outcome": "VARCHAR",
             "reason": "VARCHAR", "speedup": "DOUBLE", "ci_low": "DOUBLE", "ci_high": "DOUBLE",
-            "compared_to": "VARCHAR"}') AS p
+            "compared_to": "VARCHAR", "measured": "BOOLEAN"}') AS p
         FROM unprojected WHERE type = 'DecisionMade'
     )
 ) d
@@ -120,10 +122,11 @@ DROP TABLE decided;
 
 -- one row per sample: the list and its positions unnested side by side
 INSERT INTO proj_samples
-SELECT run_id, p.candidate_id, p.case_id, p.phase, p.block, unnest(range(len(p.samples_us))), unnest(p.samples_us), seq
+SELECT run_id, p.candidate_id, p.case_id, p.phase, p.block, unnest(range(len(p.samples_us))), unnest(p.samples_us), seq,
+    p.window_id
 FROM (
     SELECT run_id, seq, from_json(payload, '{"candidate_id": "VARCHAR", "case_id": "VARCHAR", "phase": "VARCHAR",
-        "block": "INTEGER", "samples_us": "DOUBLE[]"}') AS p
+        "block": "INTEGER", "samples_us": "DOUBLE[]", "window_id": "VARCHAR"}') AS p
     FROM unprojected WHERE type = 'BenchmarkSampled'
 );
 
@@ -200,6 +203,23 @@ FROM (
         "baseline_p95_us": "DOUBLE", "candidate_p95_us": "DOUBLE", "baseline_cv": "DOUBLE"}]') AS cases
     FROM unprojected WHERE type = 'FinalistRevalidated'
 ) d, unnest(d.cases) AS t(c);
+
+-- the notes of decisions and of revalidations, one row each (most events have none)
+INSERT INTO proj_notes
+SELECT run_id, p.candidate_id, 'decision', seq, unnest(range(len(p.notes))), unnest(p.notes)
+FROM (
+    SELECT run_id, seq, from_json(payload, '{"candidate_id": "VARCHAR", "notes": "VARCHAR[]"}') AS p
+    FROM unprojected WHERE type = 'DecisionMade'
+)
+WHERE len(p.notes) > 0;
+
+INSERT INTO proj_notes
+SELECT run_id, p.candidate_id, 'revalidation', seq, unnest(range(len(p.notes))), unnest(p.notes)
+FROM (
+    SELECT run_id, seq, from_json(payload, '{"candidate_id": "VARCHAR", "notes": "VARCHAR[]"}') AS p
+    FROM unprojected WHERE type = 'FinalistRevalidated'
+)
+WHERE len(p.notes) > 0;
 
 INSERT INTO proj_exchanges
 SELECT run_id, seq, p.tokens_in, p.tokens_out, p.cost_usd

@@ -106,8 +106,8 @@ CREATE TABLE proj_decisions (
     source_key BIGINT,
     norm_key BIGINT,
     mk_key BIGINT,
-    -- the decision was reached on a full measurement: no retryable infrastructure failure
-    -- (timeout, crash, an interrupted evaluation) of the candidate came before it
+    -- the decision was reached on a full measurement (DecisionMade.measured, as the loop recorded
+    -- it; for a v1 decision: no retryable infrastructure failure of the candidate came before it)
     measured BOOLEAN
 );
 
@@ -128,7 +128,8 @@ CREATE TABLE proj_samples (
     block INTEGER NOT NULL,
     sample_index INTEGER NOT NULL,
     sample_us DOUBLE NOT NULL,
-    event_seq BIGINT NOT NULL
+    event_seq BIGINT NOT NULL,
+    window_id VARCHAR  -- store schema v6: the measurement window (NULL: measured alone, v1)
 );
 
 -- content-addressed: one row per raw source hash
@@ -180,6 +181,17 @@ CREATE TABLE proj_revalidations (
     ci_low DOUBLE,
     ci_high DOUBLE,
     alternations INTEGER
+);
+
+-- store schema v6: one row per note of a DecisionMade (stage 'decision') or FinalistRevalidated
+-- ('revalidation'): what qualified it without blocking it (a case noisier than max_cv)
+CREATE TABLE proj_notes (
+    run_id VARCHAR NOT NULL,
+    candidate_id VARCHAR,
+    stage VARCHAR NOT NULL,
+    event_seq BIGINT NOT NULL,
+    note_index INTEGER NOT NULL,
+    note VARCHAR NOT NULL
 );
 
 -- one row per case of every DecisionMade (stage 'decision') and FinalistRevalidated ('revalidation')

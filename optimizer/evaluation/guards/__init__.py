@@ -3,8 +3,8 @@
 - `static`: AST checks of a candidate's source, one reason per finding.
 - `snapshot`: identity snapshots of the harness and the comparison/timing functions, taken in the
   harness child before the candidate is imported and compared after every harness call.
-- `files`: sha256 of the protected paths (private bundle copy, the user's kernel) before and after
-  an evaluation.
+- `files`: sha256 of the protected paths (the private bundle copy) before and after an
+  evaluation.
 - `tripwire`: implausible measurements (more than 10x over the parent, above the hardware
   ceiling) that trigger extra verification.
 

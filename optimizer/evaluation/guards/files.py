@@ -1,5 +1,7 @@
-"""File-hash guard: the protected paths (the private bundle copy, the user's kernel) must be
-byte-identical before and after an evaluation."""
+"""File-hash guard: the protected paths (the private bundle copy) must be byte-identical before
+and after an evaluation (`files:changed`, blocking). The user's own files (the kernel, the bundle's
+originals) are the user's to edit during a run: the loop records a change to one as
+`files:live-changed` (non-blocking; optimizer.run.loop)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 from tlxstore.hashing import digest_file
 
 MISSING = "missing"
+LIVE_CHANGED = "files:live-changed"
 
 
 def hash_paths(paths: Iterable[Path]) -> dict[str, str]:

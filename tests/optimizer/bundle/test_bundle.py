@@ -127,16 +127,30 @@ def test_a_kernel_with_a_syntax_error_is_refused(tmp_path):
         b.read_kernel(k)
 
 
-def test_budget_json_overrides_the_flags(bundle_dir):
-    _write(bundle_dir / "budget.json", {"max_rounds": 7, "min_speedup": 1.05})
-    loaded = b.load(b.locate(bundle_dir))
-    t = b.resolve_thresholds({"max_rounds": 3, "max_cv": 0.2}, loaded.budget)
+def test_a_budget_file_given_with_budget_overrides_the_flags(bundle_dir, tmp_path):
+    _write(tmp_path / "mine.json", {"max_rounds": 7, "min_speedup": 1.05})
+    paths = b.locate(bundle_dir, budget=tmp_path / "mine.json")
+    assert paths.budget_explicit
+    t = b.resolve_thresholds(
+        {"max_rounds": 3, "max_cv": 0.2}, b.load(paths).budget, budget_wins=paths.budget_explicit
+    )
     assert (t.max_rounds, t.min_speedup, t.max_cv, t.candidates_per_round) == (7, 1.05, 0.2, 2)
+
+
+def test_the_flags_override_a_budget_json_found_in_the_bundle_folder(bundle_dir):
+    _write(bundle_dir / "budget.json", {"max_rounds": 7, "min_speedup": 1.05})
+    paths = b.locate(bundle_dir)
+    assert paths.budget == bundle_dir.resolve() / "budget.json" and not paths.budget_explicit
+    t = b.resolve_thresholds(
+        {"max_rounds": 3, "max_cv": 0.2}, b.load(paths).budget, budget_wins=paths.budget_explicit
+    )
+    # the flags typed win; budget.json still wins over the defaults
+    assert (t.max_rounds, t.min_speedup, t.max_cv, t.candidates_per_round) == (3, 1.05, 0.2, 2)
 
 
 def test_a_bad_flag_value_names_the_flag():
     with pytest.raises(b.BundleError, match=r"^--min-speedup must be at least 1 \(got 0.5\)$"):
-        b.resolve_thresholds({"min_speedup": 0.5}, None)
+        b.resolve_thresholds({"min_speedup": 0.5}, None, budget_wins=True)
 
 
 def _freeze(bundle_dir: Path, tmp_path: Path) -> b.FrozenBundle:
@@ -157,11 +171,12 @@ def test_freezing_makes_a_read_only_private_copy_with_every_file_hashed(bundle_d
     frozen.check()
 
 
-def test_a_changed_original_stops_the_run_naming_the_file(bundle_dir, tmp_path):
+def test_a_changed_original_is_a_live_change_and_the_copy_still_checks(bundle_dir, tmp_path):
     frozen = _freeze(bundle_dir, tmp_path)
+    assert frozen.live_changes() == []
     (bundle_dir / "cases.json").write_text('[{"case_id": "only"}]')
-    with pytest.raises(b.BundleChangedError, match=r"^cases.json changed during the run"):
-        frozen.check()
+    frozen.check()  # the run measures its copy, which did not change
+    assert frozen.live_changes() == [(bundle_dir.resolve() / "cases.json", "cases.json")]
 
 
 def test_a_changed_private_copy_stops_the_run(bundle_dir, tmp_path):
@@ -184,8 +199,14 @@ def test_budget_json_is_frozen_but_not_part_of_the_bundle_identity(bundle_dir, t
     assert third.bundle_digest != first.bundle_digest
 
 
-def test_an_edited_kernel_is_noticed(bundle_dir, tmp_path):
+def test_an_edited_kernel_is_a_live_change_and_not_a_protected_path(bundle_dir, tmp_path):
     frozen = _freeze(bundle_dir, tmp_path)
-    assert not frozen.kernel_changed()
+    assert frozen.kernel_path not in frozen.harness.protected_paths
     frozen.kernel_path.write_text("# edited by the user\n")
-    assert frozen.kernel_changed()
+    assert frozen.live_changes() == [(frozen.kernel_path, "the kernel kernel.py")]
+    # against the hash a resumed run started from, not the one read when it froze again
+    edited = b.FrozenBundle(frozen.bundle, frozen.kernel_path, tmp_path / "ws2" / "bundle")
+    assert edited.live_changes() == []
+    assert edited.live_changes(frozen.kernel_sha256) == [
+        (frozen.kernel_path, "the kernel kernel.py")
+    ]

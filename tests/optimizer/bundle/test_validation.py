@@ -13,23 +13,33 @@ from tlxstore.events import DeviceInfo
 
 def test_the_wrong_answer_mutant_perturbs_every_stored_value():
     mutant = validation.wrong_answer_mutant(KERNEL.read_text())
-    assert mutant is not None
+    assert mutant is not None and mutant.kernels == {"add_kernel"}
     stores = [
         n
-        for n in ast.walk(ast.parse(mutant))
+        for n in ast.walk(ast.parse(mutant.source))
         if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "store"
     ]
     assert [ast.unparse(s.args[1]) for s in stores] == ["x + y + 1.0"]
-    compile(mutant, "mutant.py", "exec")  # it still builds
+    compile(mutant.source, "mutant.py", "exec")  # it still builds
 
 
 def test_a_keyword_value_and_a_descriptor_store_are_perturbed_too():
     src = "def k(p, d, v):\n    tl.store(p, value=v, mask=None)\n    d.store([0, 0], v * 2)\n"
     mutant = validation.wrong_answer_mutant(src)
     assert (
-        "tl.store(p, value=v + 1.0, mask=None)" in mutant
-        and "d.store([0, 0], v * 2 + 1.0)" in mutant
+        "tl.store(p, value=v + 1.0, mask=None)" in mutant.source
+        and "d.store([0, 0], v * 2 + 1.0)" in mutant.source
     )
+
+
+def test_a_kernel_whose_helper_stores_runs_a_perturbed_store():
+    src = (
+        "def write(p, v):\n    tl.store(p, v)\n"
+        "def kernel(p, v):\n    write(p, v)\n"
+        "def outer(p, v):\n    kernel(p, v)\n"
+        "def unrelated(p):\n    return tl.load(p)\n"
+    )
+    assert validation.wrong_answer_mutant(src).kernels == {"write", "kernel", "outer"}
 
 
 def test_a_kernel_without_stores_has_no_mutant():

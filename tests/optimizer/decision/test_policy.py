@@ -86,6 +86,46 @@ def measured(
     return out
 
 
+def in_window(
+    window: str,
+    sides: dict[str, dict[str, list[float]]],
+    *,
+    per_block: int = 2,
+    phase: Phase = Phase.ROUND,
+) -> list[Event]:
+    """The events of one measurement window: each member's samples of each case (sides[member])
+    taken `per_block` at a time, block by block, the members' order turning each block, as
+    optimizer.evaluation.evaluator measures them."""
+    out: list[Event] = []
+    members = list(sides)
+    cases = list(next(iter(sides.values())))
+    blocks = max(len(sides[m][c]) for m in members for c in cases) // per_block
+    for b in range(blocks):
+        order = members[b % len(members) :] + members[: b % len(members)]
+        for case in cases:
+            for cid in order:
+                chunk = sides[cid][case][b * per_block : (b + 1) * per_block]
+                if chunk:
+                    out.append(
+                        BenchmarkSampled(
+                            candidate_id=cid,
+                            case_id=case,
+                            phase=phase,
+                            block=b,
+                            window_id=window,
+                            samples_us=chunk,
+                        )
+                    )
+    return out
+
+
+def proposed(cid: str, cases: list[str]) -> list[Event]:
+    """A candidate proposed, built and verified on every case, not yet benchmarked."""
+    return [
+        e for e in measured(cid, {c: [1.0] for c in cases}) if not isinstance(e, BenchmarkSampled)
+    ]
+
+
 def noisy(rng: np.random.Generator, median_us: float, cv: float, n: int = REPS) -> list[float]:
     """Log-normal timing noise with the given coefficient of variation."""
     sigma = math.sqrt(math.log(1 + cv * cv))
@@ -100,14 +140,17 @@ def promotion_rate(cases: int, cv: float, true_speedup: float, trials: int, seed
         base = {c: noisy(rng, 100.0 * (i + 1), cv) for i, c in enumerate(weights)}
         cand = {c: noisy(rng, 100.0 * (i + 1) / true_speedup, cv) for i, c in enumerate(weights)}
         state = build_state(
-            measured("baseline", base, phase=Phase.VALIDATION) + measured("c001", cand)
+            proposed("baseline", list(weights))
+            + proposed("c001", list(weights))
+            + in_window("c001", {"c001": cand, "baseline": base})
         )
         decision = policy.decide(state, "c001", T, weights)
         promoted += decision.outcome == Outcome.PROMOTED
     return promoted / trials
 
 
-# A bundle with three cases (sizes), each measured with the default 10 repetitions.
+# A bundle with three cases (sizes), each measured with the default 10 repetitions: 5 blocks of 2
+# in the candidate's window, beside the baseline.
 SIM_CASES = 3
 SIM_TRIALS = 1500
 
@@ -186,9 +229,11 @@ def test_an_unprotected_case_that_failed_is_left_out_of_the_score():
     assert [c.case_id for c in d.cases] == ["small"]
 
 
-def test_a_noisy_case_is_rejected_for_its_cv():
+def test_under_strict_noise_a_noisy_case_is_rejected_for_its_cv():
     noisy_fast = dict(FAST, small=[5.0, 9.0, 8.0, 12.0, 7.0])
-    d = decide(measured("baseline", BASE, Phase.VALIDATION) + measured("c001", noisy_fast))
+    strict = T.model_copy(update={"strict_noise": True})
+    state = build_state(measured("baseline", BASE, Phase.VALIDATION) + measured("c001", noisy_fast))
+    d = policy.decide(state, "c001", strict, W)
     assert d.outcome == Outcome.REJECTED
     assert "case small CV" in d.reason and "above max 0.1" in d.reason
 
@@ -218,8 +263,8 @@ def test_a_p95_regression_on_a_protected_case_is_rejected_despite_a_faster_media
     assert "case large p95 regressed" in d.reason and "max 10%" in d.reason
 
 
-def test_under_max_cv_0_only_constant_samples_can_be_promoted():
-    zero = T.model_copy(update={"max_cv": 0.0})
+def test_under_max_cv_0_and_strict_noise_only_constant_samples_can_be_promoted():
+    zero = T.model_copy(update={"max_cv": 0.0, "strict_noise": True})
     base = {"small": [0.5] * REPS}
     const = {"small": [1 / 9] * REPS}  # float sums would leave a CV of 1.3e-16 here
     jitter = {"small": [1 / 9] * (REPS - 1) + [1 / 9 + 1e-9]}
@@ -410,3 +455,142 @@ def _append(state: RunState, *events: Event) -> RunState:
             )
         )
     return state
+
+
+# ---- measurement windows: the candidate beside its references --------------------------------
+
+
+def _windowed(cid: str, sides: dict[str, dict[str, list[float]]], **kw) -> list[Event]:
+    return proposed(cid, list(W)) + in_window(cid, sides, **kw)
+
+
+def _stale_baseline() -> list[Event]:
+    """The baseline's validation, measured while the machine was 30% slower."""
+    return measured(
+        "baseline", {k: [x * 1.3 for x in v] for k, v in BASE.items()}, Phase.VALIDATION
+    )
+
+
+def test_a_windowed_candidate_is_compared_with_the_baseline_of_its_window_only():
+    # against the stale validation samples it would read 1.3x; beside the baseline, 1.0x
+    same = {k: [x * 1.0005 for x in v] for k, v in BASE.items()}
+    events = _stale_baseline() + _windowed("c001", {"c001": same, "baseline": BASE}, per_block=1)
+    d = decide(events)
+    assert d.outcome == Outcome.REJECTED and d.speedup == pytest.approx(1 / 1.0005)
+    assert d.measured is True and d.notes == []
+
+
+def test_a_noisy_case_does_not_block_a_win_whose_whole_interval_is_above_min_speedup():
+    base = {"small": [10.0, 10.1, 20.0, 9.9, 10.0, 20.2] * 2, "large": BASE["large"] * 2}
+    fast = {"small": [4.0, 8.1, 4.1, 4.0, 8.0, 4.05] * 2, "large": FAST["large"] * 2}
+    d = decide(_stale_baseline() + _windowed("c001", {"c001": fast, "baseline": base}))
+    assert d.outcome == Outcome.PROMOTED, d.reason
+    assert d.ci_low > T.min_speedup
+    assert len(d.notes) == 1 and d.notes[0].startswith("case small CV ")
+    assert "above max 0.1 over 12 samples: decided on the interval" in d.notes[0]
+    strict = T.model_copy(update={"strict_noise": True})
+    state = build_state(_stale_baseline() + _windowed("c001", {"c001": fast, "baseline": base}))
+    refused = policy.decide(state, "c001", strict, W)
+    assert refused.outcome == Outcome.REJECTED and "case small CV" in refused.reason
+    assert refused.notes == []
+
+
+def test_a_noisy_case_needs_the_interval_above_min_speedup_not_only_above_1():
+    rng = np.random.default_rng(0)
+    base = {"small": noisy(rng, 100.0, 0.15, 60)}
+    cand = {"small": noisy(rng, 100.0 / 1.2, 0.15, 60)}  # 1.19x, 99% CI 1.04-1.35, CV 0.150
+    state = build_state(
+        proposed("baseline", ["small"])
+        + proposed("c001", ["small"])
+        + in_window("c001", {"c001": cand, "baseline": base})
+    )
+    t = T.model_copy(update={"min_speedup": 1.1})
+    d = policy.decide(state, "c001", t, {"small": 1.0})
+    assert d.speedup > 1.1 and 1.0 < d.ci_low < 1.1
+    assert d.outcome == Outcome.REJECTED
+    assert "not above min 1.1, as a case noisier than max CV 0.1 needs" in d.reason
+    quiet = policy.decide(state, "c001", t.model_copy(update={"max_cv": 0.2}), {"small": 1.0})
+    assert quiet.outcome == Outcome.PROMOTED, quiet.reason
+
+
+def test_an_incumbent_in_the_window_must_be_beaten_there():
+    c001 = _windowed("c001", {"c001": FAST, "baseline": BASE})
+    events = _stale_baseline() + c001
+    first = decide(events)
+    assert first.outcome == Outcome.PROMOTED
+    events.append(first)
+    same = {k: [x * 1.001 for x in v] for k, v in FAST.items()}
+    c002 = _windowed("c002", {"c002": same, "baseline": BASE, "c001": FAST})
+    d = decide(events + c002, cid="c002")
+    assert d.outcome == Outcome.REJECTED and "does not beat the incumbent c001" in d.reason
+    faster = {k: [x / 1.1 for x in v] for k, v in FAST.items()}
+    c003 = _windowed("c003", {"c003": faster, "baseline": BASE, "c001": FAST})
+    d3 = decide(events + c003, cid="c003")
+    assert d3.outcome == Outcome.PROMOTED and "beats incumbent c001" in d3.reason
+
+
+def test_an_incumbent_promoted_while_the_candidate_was_measured_is_beaten_by_its_interval():
+    """A parallel round: c002's window was opened before c001 was promoted, so c001 is not in
+    it; c002's interval over the baseline must then lie above c001's decided speedup."""
+    c001 = _windowed("c001", {"c001": FAST, "baseline": BASE})
+    little = {k: [x / 1.05 for x in v] for k, v in BASE.items()}
+    c002 = _windowed("c002", {"c002": little, "baseline": BASE})
+    events = _stale_baseline() + c001 + c002
+    events.append(decide(events))
+    d = decide(events, cid="c002")
+    assert d.outcome == Outcome.REJECTED
+    assert "promoted while it was measured" in d.reason and "c001's 1.2000x" in d.reason
+
+
+def test_a_tripwire_needs_both_windows_to_hold():
+    first = _stale_baseline() + _windowed("c001", {"c001": FAST, "baseline": BASE}) + [_tripped()]
+    assert decide(first).outcome == Outcome.REJECTED
+    again = in_window("c001.remeasure", {"c001": FAST, "baseline": BASE})
+    held = decide(first + again)
+    assert held.outcome == Outcome.PROMOTED and "held on re-measurement" in held.reason
+    fell = decide(first + in_window("c001.remeasure", {"c001": BASE, "baseline": BASE}))
+    assert fell.outcome == Outcome.REJECTED and fell.reason.startswith("measurement 2:")
+
+
+def test_each_finalist_is_revalidated_from_its_own_window():
+    """The winner chain revalidates c002, then c001: each revalidation reads its own window's
+    baseline, not the other's."""
+    events = _stale_baseline() + _windowed("c001", {"c001": FAST, "baseline": BASE})
+    events += proposed("c002", list(W))
+    events += in_window(
+        "c002", {"c002": BASE, "baseline": BASE}, phase=Phase.REVALIDATION, per_block=1
+    )
+    slow_base = {k: [x * 1.5 for x in v] for k, v in BASE.items()}  # c001's window: slower machine
+    events += in_window(
+        "c001",
+        {"c001": {k: [x * 1.5 for x in v] for k, v in FAST.items()}, "baseline": slow_base},
+        phase=Phase.REVALIDATION,
+        per_block=1,
+    )
+    state = build_state(events)
+    r2 = policy.decide_revalidation(state, "c002", "baseline", T, W)
+    r1 = policy.decide_revalidation(state, "c001", "baseline", T, W)
+    assert not r2.survived and r2.speedup == pytest.approx(1.0)
+    assert r1.survived and r1.speedup == pytest.approx(1.2) and r1.alternations == 5
+
+
+def test_a_gate_decision_records_whether_the_source_was_measured():
+    base = measured("baseline", BASE, Phase.VALIDATION)
+    tmo = InfrastructureFailed(
+        candidate_id="c001", stage="benchmark", kind=FailureKind.TIMEOUT, retryable=True
+    )
+    assert decide(base + measured("c001", {}) + [tmo]).measured is False
+    flag = IntegrityFlagged(candidate_id="c001", guard="static:x", detail="d", blocking=True)
+    assert decide(base + measured("c001", FAST) + [flag]).measured is True
+
+
+def test_a_candidate_is_re_decided_from_its_own_window_not_those_it_was_a_reference_in():
+    """tlxdb replay re-decides c001 after c002's window measured it again (slower, as the
+    incumbent): c001's decision is made from its own window only, as it was."""
+    events = _stale_baseline() + _windowed("c001", {"c001": FAST, "baseline": BASE})
+    first = decide(events)
+    events.append(first)
+    slow = {k: [x * 2 for x in v] for k, v in FAST.items()}
+    events += _windowed("c002", {"c002": FAST, "baseline": BASE, "c001": slow})
+    again = policy.decide(build_state(events), "c001", T, W)
+    assert again.outcome == first.outcome and again.speedup == first.speedup

@@ -13,7 +13,7 @@ import pytest
 from optimizer.bundle.spec import CaseSpec
 from optimizer.evaluation.attribution import MAIN_TIME
 from optimizer.evaluation.evaluator import Evaluator, HarnessInvalidError
-from optimizer.evaluation.requests import EvalRequest, HarnessBundle
+from optimizer.evaluation.requests import EvalRequest, HarnessBundle, Reference
 from tlxstore.events import (
     BASELINE_ID,
     BenchmarkSampled,
@@ -169,14 +169,18 @@ def test_a_correct_triton_kernel_is_built_verified_three_times_per_case_and_benc
         assert len({v.metrics["first_input"] for v in attempts}) == 3
         assert attempts[0].metrics["max_abs_error"] is not None
     samples = of(events, BenchmarkSampled)
-    assert [s.case_id for s in samples] == ["small", "large"]
-    assert all(len(s.samples_us) == 5 and min(s.samples_us) > 0 for s in samples)
+    # 5 repetitions, the candidate alone: three blocks of 2, every case in each block
+    assert [(s.block, s.case_id, len(s.samples_us)) for s in samples] == [
+        (b, c, 2) for b in range(3) for c in ("small", "large")
+    ]
+    assert all(min(s.samples_us) > 0 for s in samples)
     assert samples[0].warmup_count == 1 and samples[0].bytes_moved == 12000
     assert samples[1].flops == 5000  # declared in the case parameters
-    # tlxdb's own warm-up call before the first case's samples: kept beside them, in no statistic
+    # tlxdb's own warm-up call before the window's first samples: kept beside them, in no statistic
     assert len(samples[0].warmup_samples_us) == 1 and samples[0].warmup_samples_us[0] > 0
-    assert samples[1].warmup_samples_us == []
-    assert all(s.phase == Phase.ROUND and s.block == 0 for s in samples)
+    assert all(s.warmup_samples_us == [] for s in samples[1:])
+    assert all(s.phase == Phase.ROUND and s.window_id == "c001" for s in samples)
+    assert not any(s.extra for s in samples)  # no max_cv asked: no extra block
     # The last verification of each case comes after its benchmark.
     order = [(type(e).__name__, getattr(e, "case_id", None)) for e in events]
     assert order.index(("CaseVerified", "large")) < order.index(("BenchmarkSampled", "large"))
@@ -433,7 +437,7 @@ def test_an_unprotected_case_that_fails_is_left_out_of_the_benchmark(tmp_path):
     ev = Evaluator(make_bundle(tmp_path, cases=cases))
     bad = ADD_KERNEL.replace("x + y, mask", "tl.where(n < 10, x - y, x + y), mask")
     summary, events = run(ev, request(bad, profile=False))
-    assert [s.case_id for s in of(events, BenchmarkSampled)] == ["small"]
+    assert {s.case_id for s in of(events, BenchmarkSampled)} == {"small"}
     assert summary.verified and summary.benchmarked
 
 
@@ -474,8 +478,9 @@ def test_a_benchmark_that_refuses_one_repetition_is_measured_without_its_warm_up
     ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
     summary, events = run(ev, request(verify_repeats=1, profile=False))
     assert summary.benchmarked and summary.verified, summary
-    (sampled,) = of(events, BenchmarkSampled)
-    assert len(sampled.samples_us) == 5 and sampled.warmup_samples_us == []
+    sampled = of(events, BenchmarkSampled)
+    assert [len(x.samples_us) for x in sampled] == [2, 2, 2]
+    assert all(x.warmup_samples_us == [] for x in sampled)
     assert not of(events, InfrastructureFailed)
 
 
@@ -485,8 +490,9 @@ def test_a_plain_list_of_samples_is_accepted(tmp_path):
     )
     ev = Evaluator(make_bundle(tmp_path, harness, cases=CASES[:1]))
     summary, events = run(ev, request(verify_repeats=1, profile=False))
-    (sampled,) = of(events, BenchmarkSampled)
-    assert sampled.samples_us == [3.0] * 5 and sampled.warmup_count is None
+    sampled = of(events, BenchmarkSampled)
+    assert [x for s in sampled for x in s.samples_us] == [3.0] * 6
+    assert all(s.warmup_count is None for s in sampled)
 
 
 def test_the_legacy_two_argument_profile_is_called(tmp_path):
@@ -550,10 +556,12 @@ def test_revalidation_interleaves_finalist_and_baseline_in_one_child(tmp_path):
     summary = ev.revalidate("c007", faster, "baseline", ADD_KERNEL, 3, 4, 120.0, events.append)
     assert summary.verified and summary.benchmarked
     sampled = of(events, BenchmarkSampled)
+    # three alternations' worth of 4 repetitions: 6 blocks of 2, the order turning each block
+    turn = [("c007", "baseline"), ("baseline", "c007")]
     assert [(s.block, s.case_id, s.candidate_id) for s in sampled] == [
-        (b, c, who) for b in range(3) for c in ("small", "large") for who in ("c007", "baseline")
+        (b, c, who) for b in range(6) for c in ("small", "large") for who in turn[b % 2]
     ]
-    assert all(s.phase == Phase.REVALIDATION for s in sampled)
+    assert all(s.phase == Phase.REVALIDATION and s.window_id == "c007" for s in sampled)
     # one warm-up call before the first samples of the child (the finalist's, block 0), no other
     assert [len(s.warmup_samples_us) for s in sampled] == [1] + [0] * (len(sampled) - 1)
     assert len({s.cache_policy for s in sampled}) == 1  # the harness saw one process id
@@ -570,7 +578,10 @@ def test_a_speedup_above_10x_over_the_parent_triggers_extra_verification_and_a_r
     flags = of(events, IntegrityFlagged)
     assert [f.guard for f in flags] == ["tripwire:speedup>10x"] and not flags[0].blocking
     assert [v.attempt for v in of(events, CaseVerified)] == [1, 2, 3, 4, 5]
-    assert [s.block for s in of(events, BenchmarkSampled)] == [0, 1]
+    sampled = of(events, BenchmarkSampled)  # the window, then a second one: its re-measurement
+    assert [(s.window_id, s.block) for s in sampled] == [
+        (w, b) for w in ("c001", "c001.remeasure") for b in range(3)
+    ]
     assert summary.verified
 
 
@@ -654,3 +665,68 @@ def test_a_verify_that_raises_is_a_failed_verification_with_the_traceback_tail(t
     (verification,) = of(events, CaseVerified)
     assert not verification.passed and "KeyError: 'missing tensor'" in verification.diagnostics
     assert not of(events, InfrastructureFailed) and not summary.verified
+
+
+# ---- measurement windows: the candidate beside its references ----------------------------------
+
+
+def test_a_window_alternates_the_candidate_with_its_references_block_by_block(tmp_path):
+    ev = Evaluator(make_bundle(tmp_path, cases=CASES[:1]))
+    faster = ADD_KERNEL.replace("BLOCK=1024", "BLOCK=2048").replace(
+        "cdiv(n, 1024)", "cdiv(n, 2048)"
+    )
+    refs = [
+        Reference(candidate_id=BASELINE_ID, source=ADD_KERNEL),
+        Reference(candidate_id="c004", source=faster),
+    ]
+    summary, events = run(ev, request(repetitions=6, references=refs, profile=False))
+    assert summary.verified and summary.benchmarked, summary
+    sampled = of(events, BenchmarkSampled)
+    members = ["c001", BASELINE_ID, "c004"]
+    assert [(s.block, s.candidate_id) for s in sampled] == [
+        (b, members[(b + i) % 3]) for b in range(3) for i in range(3)
+    ]  # a Latin square: each member first, second and last once
+    assert all(s.window_id == "c001" and len(s.samples_us) == 2 for s in sampled)
+    # the references are built in the child, not verified again, and record no build of their own
+    assert {b.candidate_id for b in of(events, BuildFinished)} == {"c001"}
+    assert {v.candidate_id for v in of(events, CaseVerified)} == {"c001"}
+
+
+def test_a_reference_that_does_not_build_beside_the_candidate_fails_it_as_a_harness_error(tmp_path):
+    ev = Evaluator(make_bundle(tmp_path, cases=CASES[:1]))
+    refs = [Reference(candidate_id=BASELINE_ID, source="def broken(:\n")]
+    summary, events = run(ev, request(references=refs, profile=False))
+    (failure,) = of(events, InfrastructureFailed)
+    assert failure.kind == FailureKind.HARNESS_ERROR and not failure.retryable
+    assert "the reference baseline did not build beside it" in failure.diagnostics
+    assert not of(events, BenchmarkSampled) and not summary.benchmarked
+
+
+def test_a_noisy_case_gets_extra_blocks_up_to_the_limit_and_a_quiet_one_none(tmp_path):
+    """Every third call of the small case is ten times slower: its CV stays above max_cv, so it
+    gets every extra turn allowed (3 blocks: one whole turn of two); the large case gets none."""
+    harness = HARNESS + textwrap.dedent(
+        """
+        _plain = benchmark
+        _calls = [0]
+        def benchmark(mod, case, repetitions):
+            result = _plain(mod, case, repetitions)
+            if case["case_id"] == "small":
+                _calls[0] += 1
+                if _calls[0] % 3 == 0:
+                    result["samples_us"] = [10 * s for s in result["samples_us"]]
+            else:
+                result["samples_us"] = [1000.0 + i for i in range(len(result["samples_us"]))]
+            return result
+        """
+    )
+    ev = Evaluator(make_bundle(tmp_path, harness))
+    refs = [Reference(candidate_id=BASELINE_ID, source=ADD_KERNEL)]
+    req = request(repetitions=4, references=refs, profile=False, max_cv=0.1, max_extra_blocks=3)
+    summary, events = run(ev, req)
+    assert summary.benchmarked, summary
+    sampled = of(events, BenchmarkSampled)
+    extra = [(s.block, s.case_id) for s in sampled if s.extra]
+    assert sorted(set(extra)) == [(2, "small"), (3, "small")]
+    assert len(extra) == 4  # both members, each extra block
+    assert max(s.block for s in sampled if s.case_id == "large") == 1

@@ -18,15 +18,12 @@ from test_reply_parser import candidate
 from cli.main import main
 from queries import query
 from tlxstore.events import (
-    BuildFinished,
     CandidateProposed,
     DecisionMade,
     DuplicateDetected,
     InfrastructureFailed,
-    IntegrityFlagged,
     ModelExchanged,
     Outcome,
-    RunFinished,
 )
 from tlxstore.fold import fold
 from tlxstore.runlog import RunLog
@@ -161,48 +158,6 @@ def test_command_agent_writing_a_faster_candidate_is_promoted(command_run):
         for e in evs
         if isinstance(e, DecisionMade) and e.candidate_id == proposal.candidate_id
     ] == [Outcome.PROMOTED]
-
-
-@pytest.mark.parametrize(
-    ("edited", "named"),
-    [
-        ("tamper-src/vecadd_kernel.py", "the kernel vecadd_kernel.py"),
-        ("tamper-bundle/harness.py", "harness.py"),
-    ],
-)
-def test_an_agent_editing_the_users_kernel_or_bundle_while_proposing_is_flagged_and_stops_the_run(
-    tmp_path, edited, named
-):
-    victim = (tmp_path / edited).resolve()
-    script = tmp_path / "agent.py"
-    script.write_text(
-        AGENT + f"v = pathlib.Path({str(victim)!r})\nv.write_text(v.read_text() + '# edited\\n')\n"
-    )
-    cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
-
-    result, out = optimize(tmp_path, "tamper", "--provider", "command", "--provider-command", cmd)
-
-    assert result.exit_code == 1, result.output
-    summary = json.loads(result.stdout)
-    assert summary["stopping_reason"] == "bundle_changed" and summary["winner_id"] is None
-    evs = events(out)
-    [flag] = [e for e in evs if isinstance(e, IntegrityFlagged)]
-    detail = f"protected file {victim} changed while c001 was being proposed"
-    assert (flag.candidate_id, flag.guard, flag.detail, flag.blocking) == (
-        "c001",
-        "files:changed",
-        detail,
-        True,
-    )
-    [decision] = [e for e in evs if isinstance(e, DecisionMade) and e.candidate_id == "c001"]
-    assert decision.outcome == Outcome.REJECTED
-    assert decision.reason == f"integrity guard files:changed: {detail}"
-    assert not [e for e in evs if isinstance(e, BuildFinished) and e.candidate_id == "c001"]
-    [finished] = [e for e in evs if isinstance(e, RunFinished)]
-    assert not finished.success and finished.winner_id is None
-    assert finished.detail == (
-        f"{named} changed while c001 was being proposed ({victim}); the run stops"
-    )
 
 
 def test_a_failing_command_agent_is_recorded_and_the_run_ends_without_a_winner(tmp_path):

@@ -3,8 +3,11 @@
 from datetime import UTC, datetime
 
 from optimizer.run.loop import (
+    MAX_DUPLICATES_IN_A_ROW,
+    MAX_FINALISTS,
     Budget,
     Step,
+    finalists,
     next_slot,
     plan,
     provider_failures_in_a_row,
@@ -63,8 +66,8 @@ def _proposed(cid, round_=1, knobs=None, parent="baseline"):
     )
 
 
-def _decided(cid, outcome=Outcome.REJECTED):
-    return DecisionMade(candidate_id=cid, outcome=outcome, reason="r")
+def _decided(cid, outcome=Outcome.REJECTED, speedup=None):
+    return DecisionMade(candidate_id=cid, outcome=outcome, reason="r", speedup=speedup)
 
 
 BASE = [run_started(), _proposed("baseline", 0, parent=None)]
@@ -242,3 +245,59 @@ def test_a_device_whose_baseline_failed_is_not_used():
     assert usable_devices(state) == ["0"]
     state, _ = _fold(*PAR, *_evaluated("baseline", "1", _sampled("baseline")))
     assert usable_devices(state) == ["0", "1"]
+
+
+# ---- the winner chain and a provider that only repeats itself -------------------------------
+
+
+def _revalidated(cid, survived):
+    return FinalistRevalidated(
+        candidate_id=cid,
+        survived=survived,
+        reason="r",
+        speedup=None,
+        ci_low=None,
+        ci_high=None,
+        alternations=5,
+    )
+
+
+def test_a_finalist_that_does_not_survive_hands_over_to_the_next_promoted_candidate():
+    events = [*BASE]
+    for cid, outcome, speedup in [
+        ("c001", Outcome.PROMOTED, 1.3),
+        ("c002", Outcome.PROMOTED, 1.6),
+        ("c003", Outcome.PROMOTED, 1.5),  # the incumbent: it beat c002 in its own window
+        ("c004", Outcome.REJECTED, 2.0),
+    ]:
+        events += [_proposed(cid), _decided(cid, outcome, speedup)]
+    events.append(SearchEnded(reason=StoppingReason.MAX_ROUNDS))
+    state, _ = _fold(*events)
+    assert finalists(state) == ["c003", "c002", "c001"][:MAX_FINALISTS]
+    order = []
+    for survived in (False, False, True):
+        nxt = plan(state, T, Budget())
+        assert nxt.step is Step.REVALIDATE
+        order.append(nxt.candidate_id)
+        events.append(_revalidated(nxt.candidate_id, survived))
+        state, _ = _fold(*events)
+    assert order == ["c003", "c002", "c001"]
+    assert plan(state, T, Budget()).step is Step.FINISH
+
+
+def test_the_chain_ends_without_a_winner_when_no_finalist_survives():
+    events = [*BASE, _proposed("c001"), _decided("c001", Outcome.PROMOTED, 1.2)]
+    events += [SearchEnded(reason=StoppingReason.MAX_ROUNDS), _revalidated("c001", False)]
+    state, _ = _fold(*events)
+    assert plan(state, T, Budget()).step is Step.FINISH
+
+
+def test_a_provider_that_proposes_only_measured_sources_is_stopped():
+    events = [*BASE, _proposed("c001"), _decided("c001")]
+    for i in range(2, 2 + MAX_DUPLICATES_IN_A_ROW):
+        state, _ = _fold(*events)
+        assert plan(state, T.model_copy(update={"max_rounds": 9}), Budget()).step is Step.PROPOSE
+        events += [_proposed(f"c{i:03d}", round_=i), _decided(f"c{i:03d}", Outcome.DUPLICATE)]
+    state, _ = _fold(*events)
+    nxt = plan(state, T.model_copy(update={"max_rounds": 9}), Budget())
+    assert (nxt.step, nxt.reason) == (Step.END_SEARCH, StoppingReason.PROVIDER_REPEATING)

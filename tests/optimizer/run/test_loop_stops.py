@@ -1,7 +1,10 @@
-"""How a run stops early: a bundle file edited during the run, and Ctrl-C (SIGINT)."""
+"""How a run stops early: its private copy of the bundle edited during the run, and Ctrl-C
+(SIGINT)."""
 
 import os
+import re
 import signal
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,28 +24,34 @@ pytestmark = pytest.mark.slow
 
 
 @dataclass
-class EditsTheBundle(ScriptedProvider):
-    """Proposes like a scripted provider, but first edits the user's cases.json (as a user might)."""
+class EditsTheCopy(ScriptedProvider):
+    """Proposes like a scripted provider, but first edits the run's private copy of cases.json
+    (read-only: as a process with more rights than the user's could)."""
 
-    cases: Path | None = None
+    workspaces: Path | None = None
 
     def propose(self, ctx: ProviderContext, record: Recorder):
-        self.cases.write_text(self.cases.read_text().replace('"weight": 0.5', '"weight": 0.7'))
+        [copy] = self.workspaces.glob("tlxdb-*/bundle/cases.json")
+        copy.chmod(0o644)
+        copy.write_text(copy.read_text().replace('"weight": 0.5', '"weight": 0.7'))
         return super().propose(ctx, record)
 
 
-def test_a_bundle_file_changed_during_the_run_stops_it_with_the_file_named(tmp_path):
+def test_a_changed_private_copy_stops_the_run_with_the_file_named(tmp_path, monkeypatch):
     req = request(tmp_path)
-    provider = EditsTheBundle([set_block(256)], cases=req.bundle.cases)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the run's workspace goes there
+    provider = EditsTheCopy([set_block(256)], workspaces=tmp_path)
     result = lifecycle.optimize(req, provider=provider)
     assert result.exit_code == EXIT_BAD_INPUT
     assert result.stopping_reason == StoppingReason.BUNDLE_CHANGED
-    assert result.detail == (
-        f"cases.json changed while c001 was being proposed ({req.bundle.cases}); the run stops"
+    assert re.fullmatch(
+        r"the private copy of cases.json changed while c001 was being proposed "
+        rf"\({tmp_path}/tlxdb-\w+/bundle/cases.json\); the run stops",
+        result.detail,
     )
     state = fold(read_envelopes(req.output_dir))
     c001 = state.candidates["c001"]
-    assert c001.build is None  # stopped before evaluating anything under the new bundle
+    assert c001.build is None  # stopped before evaluating anything under the changed copy
     assert [(f.guard, f.blocking) for f in c001.flags] == [("files:changed", True)]
     assert c001.decision.outcome == Outcome.REJECTED
     assert (req.output_dir / "result.json").exists()

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from support.bundles import KERNEL, vecadd_bundle
 
 from cli.main import main
-from optimizer.reporting.result import EXIT_COMMIT_FAILED, EXIT_SUCCESS
+from optimizer.reporting.result import EXIT_NOT_COMMITTED, EXIT_SUCCESS
 from optimizer.vcs.message import TRAILER
 from tlxstore.events import CommitAttempted
 from tlxstore.fold import fold
@@ -127,7 +127,7 @@ def test_optimize_exits_3_when_a_hook_rejects_and_keeps_the_winner(
     index_before = (checkout / ".git/index").read_bytes()
     head_before = _git(checkout, "rev-parse", "HEAD").strip()
     code, result, out = _optimize(tmp_path, kernel)
-    assert code == EXIT_COMMIT_FAILED, result
+    assert code == EXIT_NOT_COMMITTED, result
     assert result["commit"]["success"] is False
     assert "kernel changes need review" in result["commit"]["diagnostics"]
     assert _git(checkout, "rev-parse", "HEAD").strip() == head_before

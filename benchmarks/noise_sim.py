@@ -1,0 +1,274 @@
+"""A/A and power of tlxdb's decisions on simulated noisy evidence (no GPU, no harness).
+
+Each trial builds the events one evaluation would record: a candidate and the baseline measured
+in one window (optimizer.evaluation.window: blocks of SAMPLES_PER_CALL samples per side and case,
+in whole turns of the order, extra turns while a case is noisier than max_cv), then asks the
+real `optimizer.decision.policy.decide`. It counts, per noise model:
+- A/A: the candidate is the baseline. How often is it promoted (a false promotion), and how often
+  does the 99% interval exclude 1.0 (nominally 1%)?
+- power: the candidate is truly faster by a factor. How often is it promoted?
+
+Noise models (times are multiplied by each factor that applies):
+- lognormal: every sample independent, CV 5%.
+- bimodal: one sample in three twice as slow (launch overhead on a small case), CV 3% besides.
+- call effect: each harness call shifts its samples by a lognormal factor (CV 3%), the same for
+  the samples of one call (a fresh input, another allocation).
+- drift: each block multiplies both sides by a shared factor (CV 10%: the machine's load over
+  seconds), plus a 2% call effect.
+- bimodal + call: the bimodal model with a 5% call effect.
+- earlier process (the design before windows): the candidate measured in one call and compared
+  with a baseline measured in another process: a process effect of CV 5% on each side. Shown
+  only to say what the windows fix; it goes through the same statistic.
+
+Usage: python benchmarks/noise_sim.py [--trials N] [--out DIR]
+Writes DIR/noise_sim.json (the rates) and DIR/noise_sim.png (power curves, A/A bars).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from optimizer.decision import policy, stats  # noqa: E402
+from optimizer.evaluation import window  # noqa: E402
+from tlxstore.events import (  # noqa: E402
+    BASELINE_ID,
+    DEFAULT_THRESHOLDS,
+    BenchmarkSampled,
+    BuildFinished,
+    CandidateProposed,
+    CaseVerified,
+    Envelope,
+    Event,
+    Phase,
+)
+from tlxstore.fold import fold  # noqa: E402
+
+REPETITIONS = DEFAULT_THRESHOLDS.benchmark_repetitions  # 10: 6 blocks of 2 beside the baseline
+CASES = {"large": 100.0, "small": 10.0}  # true median times (us)
+WEIGHTS = {c: 1.0 for c in CASES}
+SPEEDUPS = [1.0, 1.02, 1.05, 1.1, 1.25, 1.5, 2.0, 3.0]
+
+MODELS = {
+    "lognormal": {"cv": 0.05},
+    "bimodal": {"cv": 0.03, "slow_every": 3, "slow": 2.0, "cases": ["small"]},
+    "call effect": {"cv": 0.01, "call": 0.03},
+    "drift": {"cv": 0.02, "call": 0.02, "drift": 0.10},
+    "bimodal + call": {"cv": 0.03, "slow_every": 3, "slow": 2.0, "call": 0.05, "cases": ["small"]},
+    "earlier process": {"cv": 0.02, "process": 0.05, "legacy": True},
+}
+
+
+def _sigma(cv: float) -> float:
+    return math.sqrt(math.log(1 + cv * cv))
+
+
+class _Sampler:
+    """Samples of one side under one model."""
+
+    def __init__(self, model: dict, rng: np.random.Generator, true_us: dict[str, float]):
+        self.m, self.rng, self.true = model, rng, true_us
+        self.process = math.exp(rng.normal(0, _sigma(model.get("process", 0.0))))
+
+    def call(self, case: str, n: int, shared: float) -> list[float]:
+        m, rng = self.m, self.rng
+        factor = self.process * shared * math.exp(rng.normal(0, _sigma(m.get("call", 0.0))))
+        x = self.true[case] * factor * np.exp(rng.normal(0, _sigma(m["cv"]), n))
+        if m.get("slow_every") and case in m.get("cases", CASES):
+            slow = rng.random(n) < 1.0 / m["slow_every"]
+            x = np.where(slow, x * m["slow"], x)
+        return [float(v) for v in x]
+
+
+def _proposed(cid: str) -> list[Event]:
+    return [
+        CandidateProposed(
+            candidate_id=cid,
+            parent_id=None if cid == BASELINE_ID else BASELINE_ID,
+            round=0 if cid == BASELINE_ID else 1,
+            provider="sim",
+            hypothesis="h",
+            source_hash=f"sha256:{cid}",
+            normalized_hash=f"sha256:{cid}",
+        ),
+        BuildFinished(candidate_id=cid, success=True, duration_ms=1.0),
+        *[CaseVerified(candidate_id=cid, case_id=c, passed=True, seed=1) for c in CASES],
+    ]
+
+
+def _window(model: dict, rng: np.random.Generator, speedup: float) -> list[Event]:
+    """The samples of one evaluation's window, with extra blocks for noisy cases as the
+    evaluator adds them."""
+    base = _Sampler(model, rng, CASES)
+    cand = _Sampler(model, rng, {c: t / speedup for c, t in CASES.items()})
+    members = [("c001", cand), (BASELINE_ID, base)]
+    events: list[Event] = []
+    seen: dict[str, dict[str, list[float]]] = {m: {} for m, _ in members}
+    drift_sigma = _sigma(model.get("drift", 0.0))
+
+    def block(index: int, n: int, cases: list[str]) -> None:
+        shared = math.exp(rng.normal(0, drift_sigma))
+        for case in cases:
+            for cid, side in window.order(members, index):
+                got = side.call(case, n, shared)
+                seen[cid].setdefault(case, []).extend(got)
+                events.append(
+                    BenchmarkSampled(
+                        candidate_id=cid,
+                        case_id=case,
+                        block=index,
+                        window_id="c001",
+                        samples_us=got,
+                    )
+                )
+
+    size, first = window.per_call(REPETITIONS), window.first_blocks(REPETITIONS, len(members))
+    for i in range(first):
+        block(i, size, list(CASES))
+    t = DEFAULT_THRESHOLDS
+    index = first
+    for _ in range(window.extra_turns(t.max_extra_blocks, len(members))):
+        noisy = window.noisy_cases(seen, list(CASES), t.max_cv)
+        if not noisy:
+            break
+        for _ in members:
+            block(index, size, noisy)
+            index += 1
+    return events
+
+
+def _legacy(model: dict, rng: np.random.Generator, speedup: float) -> list[Event]:
+    """The design before windows: the baseline in validation (its own process), the candidate
+    alone in its own, one call each."""
+    base = _Sampler(model, rng, CASES)
+    cand = _Sampler(model, rng, {c: t / speedup for c, t in CASES.items()})
+    out: list[Event] = []
+    for cid, side, phase in ((BASELINE_ID, base, Phase.VALIDATION), ("c001", cand, Phase.ROUND)):
+        for case in CASES:
+            out.append(
+                BenchmarkSampled(
+                    candidate_id=cid,
+                    case_id=case,
+                    phase=phase,
+                    samples_us=side.call(case, REPETITIONS, 1.0),
+                )
+            )
+    return out
+
+
+def trial(model: dict, rng: np.random.Generator, speedup: float) -> tuple[bool, bool]:
+    """(promoted, the 99% interval excludes 1.0) of one decision."""
+    measured = (_legacy if model.get("legacy") else _window)(model, rng, speedup)
+    events = _proposed(BASELINE_ID) + _proposed("c001") + measured
+    now = datetime.now(UTC)
+    state = fold(
+        Envelope(event_id=f"e{i}", run_id="sim", seq=i, recorded_at=now, event=e)
+        for i, e in enumerate(events)
+    )
+    d = policy.decide(state, "c001", DEFAULT_THRESHOLDS, WEIGHTS)
+    assert d.ci_low is not None and d.ci_high is not None, d.reason
+    return d.outcome.value == "promoted", not (d.ci_low <= 1.0 <= d.ci_high)
+
+
+def rates(model: dict, speedup: float, trials: int, seed: int) -> dict[str, float]:
+    rng = np.random.default_rng(seed)
+    promoted = excluded = 0
+    for _ in range(trials):
+        p, e = trial(model, rng, speedup)
+        promoted += p
+        excluded += e
+    return {"promoted": promoted / trials, "ci_excludes_1": excluded / trials}
+
+
+def _figure(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for name, r in results["models"].items():
+        xs = [float(s) - 1.0 for s in r["power"]]  # the gain, on a log axis: 2% to 200%
+        left.plot(xs, [r["power"][s]["promoted"] for s in r["power"]], marker="o", label=name)
+    left.set_xscale("log")
+    left.set_xticks([s - 1.0 for s in SPEEDUPS[1:]])
+    left.set_xticklabels([f"{s:g}x" for s in SPEEDUPS[1:]])
+    left.minorticks_off()
+    left.set_xlabel("true speedup (log scale of the gain)")
+    left.set_ylabel("promoted")
+    left.set_title(f"power ({results['power_trials']} trials per point)")
+    left.legend(fontsize=8)
+    names = list(results["models"])
+    aa = [results["models"][n]["aa"]["ci_excludes_1"] for n in names]
+    fp = [results["models"][n]["aa"]["promoted"] for n in names]
+    x = np.arange(len(names))
+    right.bar(x - 0.2, aa, 0.4, label="99% CI excludes 1.0")
+    right.bar(x + 0.2, fp, 0.4, label="promoted")
+    right.axhline(0.01, color="k", lw=0.8, ls="--", label="1%")
+    right.set_xticks(x)
+    right.set_xticklabels(names, rotation=20, fontsize=8)
+    right.set_yscale("symlog", linthresh=0.01)
+    right.set_title(f"A/A ({results['aa_trials']} decisions per model)")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=1000, help="A/A decisions per model")
+    ap.add_argument("--power-trials", type=int, default=300, help="decisions per power point")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/noise_sim"))
+    ap.add_argument("--replot", action="store_true", help="redraw the figure from DIR's JSON")
+    args = ap.parse_args()
+    if args.replot:
+        _figure(json.loads((args.out / "noise_sim.json").read_text()), args.out / "noise_sim.png")
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    results: dict = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "repetitions": REPETITIONS,
+        "blocks": window.first_blocks(REPETITIONS, 2),
+        "samples_per_call": window.per_call(REPETITIONS),
+        "thresholds": DEFAULT_THRESHOLDS.model_dump(),
+        "confidence": stats.DEFAULT_CONFIDENCE,
+        "aa_trials": args.trials,
+        "power_trials": args.power_trials,
+        "models": {},
+    }
+    for i, (name, model) in enumerate(MODELS.items()):
+        aa = rates(model, 1.0, args.trials, seed=1000 + i)
+        power = {
+            f"{s:g}": rates(model, s, args.power_trials, seed=2000 + 10 * i + j)
+            for j, s in enumerate(SPEEDUPS[1:])
+        }
+        results["models"][name] = {"model": model, "aa": aa, "power": power}
+        print(
+            f"{name:16s} A/A promoted {aa['promoted']:.2%}, CI excludes 1.0 "
+            f"{aa['ci_excludes_1']:.2%}; power "
+            + " ".join(f"{s}:{p['promoted']:.2f}" for s, p in power.items()),
+            flush=True,
+        )
+    results["seconds"] = round(time.monotonic() - t0, 1)
+    (args.out / "noise_sim.json").write_text(json.dumps(results, indent=1) + "\n")
+    _figure(results, args.out / "noise_sim.png")
+    print(f"wrote {args.out}/noise_sim.json and noise_sim.png in {results['seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,76 @@
+"""Measurement windows: how a candidate and its references are benchmarked side by side.
+
+A window is one evaluation's benchmark: the candidate and its references (the baseline, and the
+incumbent when that is another candidate) are built in one harness child and benchmarked
+alternately, block by block. A block is one harness `benchmark()` call per member and case; the
+members' order turns by one place each block (A B, B A, A B ... for two; a Latin square for
+three), so a drift over the window weighs on every member alike. Every comparison a decision
+makes is between samples of one window: no candidate is compared with samples taken earlier, in
+another process.
+
+After its first blocks, a case whose samples (of any member, in this window) are noisier than
+max_cv gets more blocks, a whole turn at a time, up to `max_extra_blocks`: a noise burst is
+diluted and a noisy case is measured more before anything is decided. Every sample is recorded; none is
+dropped. These are pure functions; optimizer.evaluation.evaluator runs the calls.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
+
+from optimizer.decision import stats
+
+SAMPLES_PER_CALL = 2
+"""Repetitions asked of one harness call in a window.
+Many short calls rather than one long one: the interval of a window is a bootstrap over blocks,
+and the variation between harness calls (a fresh input, another allocation, the clock) shows only
+between calls. Simulated (benchmarks/noise_sim.py): with a 3% call-to-call effect, 10 samples in
+one call gave 99% intervals that missed 1.0 in 72% of A/A comparisons; in 5 calls of 2, 0.3-1%."""
+
+T = TypeVar("T")
+
+
+def per_call(repetitions: int) -> int:
+    """The repetitions each harness call of a window asks for."""
+    if repetitions < 1:
+        raise ValueError("repetitions must be at least 1")
+    return min(SAMPLES_PER_CALL, repetitions)
+
+
+def first_blocks(repetitions: int, members: int) -> int:
+    """How many blocks every case gets first: `repetitions` samples per member in calls of
+    per_call(repetitions), rounded up to whole turns of the members' order, so that each member
+    is measured first (and second, ...) in as many blocks as every other: a drift within a block
+    favours none. (10 repetitions: 5 blocks alone, 6 beside one or two references.)"""
+    calls = math.ceil(repetitions / per_call(repetitions))
+    return math.ceil(calls / members) * members
+
+
+def extra_turns(max_extra_blocks: int, members: int) -> int:
+    """How many whole turns of extra blocks (one block per member) fit in max_extra_blocks."""
+    return max_extra_blocks // members
+
+
+def order(members: Sequence[T], block: int) -> list[T]:
+    """The members in the order block `block` measures them: turned by one place per block."""
+    k = block % len(members)
+    return list(members[k:]) + list(members[:k])
+
+
+def noisy_cases(
+    samples: Mapping[str, Mapping[str, Sequence[float]]], cases: Sequence[str], max_cv: float
+) -> list[str]:
+    """The cases (in `cases` order) whose samples, for some member (samples[member][case]), have
+    a CV above max_cv."""
+    return [
+        case
+        for case in cases
+        if any(len(s.get(case, ())) > 1 and stats.cv(s[case]) > max_cv for s in samples.values())
+    ]
+
+
+def revalidation_repetitions(repetitions: int, alternations: int) -> int:
+    """Samples per side and case a final revalidation asks for: `alternations` windows' worth."""
+    return repetitions * alternations
