@@ -92,6 +92,13 @@ def _budget_options(f: Any) -> Any:
             "interval. Default off: such a candidate is promoted when its whole interval lies "
             "above --min-speedup, with a note naming the case.",
         ),
+        click.option(
+            "--history-seeds",
+            type=int,
+            help="How many configurations of the kernel's nearest history (other runs' winners on "
+            "other cases, versions or GPUs of the family) tune re-measures first (default 2; 0: "
+            "none). docs/TUNE.md, 'Seeds from the nearest history'.",
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)

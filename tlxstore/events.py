@@ -138,6 +138,9 @@ class Thresholds(Frozen):
     max_extra_blocks: int = Field(default=6, ge=0)
     # the TLX agent's rule: a case noisier than max_cv blocks promotion whatever the interval
     strict_noise: bool = False
+    # how many configurations of the kernel's nearest history (other cases, versions, devices of
+    # the family, an edited source: the view nearest_history) tune re-measures first (docs/TUNE.md)
+    history_seeds: int = Field(default=2, ge=0)
 
 
 TLX_DEFAULT_THRESHOLDS = Thresholds(
@@ -150,13 +153,14 @@ TLX_DEFAULT_THRESHOLDS = Thresholds(
     benchmark_repetitions=10,
     max_extra_blocks=0,
     strict_noise=True,
+    history_seeds=0,
 )
 """The TLX agent's OptimizationBudget defaults and its rule (a case noisier than max_cv blocks
 promotion; no extra measurement): what an imported TLX agent folder (which does not record its
 values) is taken to have run with."""
 
 DEFAULT_THRESHOLDS = TLX_DEFAULT_THRESHOLDS.model_copy(
-    update={"max_extra_blocks": 6, "strict_noise": False}
+    update={"max_extra_blocks": 6, "strict_noise": False, "history_seeds": 2}
 )
 """tlxdb's flag defaults: the TLX agent's budget, with up to 6 extra alternation blocks for a noisy
 case and promotion on the interval where a case stays noisy (docs/GUARDS.md, "Noisy cases")."""
@@ -222,7 +226,8 @@ class Event(Frozen):
 
 
 class RunStarted(Event):
-    SCHEMA_VERSION: ClassVar[int] = 2  # v2: thresholds.max_extra_blocks and strict_noise
+    # v2: thresholds.max_extra_blocks and strict_noise; v3: case_parameters, thresholds.history_seeds
+    SCHEMA_VERSION: ClassVar[int] = 3
     type: Literal["RunStarted"] = "RunStarted"
     argv: list[str]
     host: str
@@ -244,6 +249,9 @@ class RunStarted(Event):
     # protected_cases None: unknown (every weighted case counts as protected)
     case_weights: dict[str, float] = {}
     protected_cases: list[str] | None = None
+    # each case's parameters as cases.json gives them (case id -> name -> value), so the shapes of
+    # two bundles can be compared (nearest_history); {}: not recorded (a v1/v2 run)
+    case_parameters: dict[str, dict[str, Any]] = {}
 
 
 class BundleValidated(Event):

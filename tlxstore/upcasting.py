@@ -13,6 +13,9 @@ steps; RELEASED holds the steps of every released change:
   None); a v1 decision's `measured` is unknown (None: the store derives it as v1 did) and it has
   no notes; a v1 run decided under the TLX agent's CV gate (strict_noise) and measured no extra
   blocks, so a replay of it decides as it did.
+- v3 of RunStarted (the cases' parameters, for the nearest history of a kernel; how many of its
+  configurations tune re-measures first): a v2 run did not record the parameters ({}: unknown;
+  nearest_history then compares its bundle by digest alone) and seeded nothing (0).
 """
 
 from __future__ import annotations
@@ -66,11 +69,20 @@ def _v1_started(payload: Payload) -> Payload:
     return payload
 
 
+def _v2_started(payload: Payload) -> Payload:
+    payload.setdefault("case_parameters", {})
+    thresholds = dict(payload.get("thresholds") or {})
+    thresholds.setdefault("history_seeds", 0)
+    payload["thresholds"] = thresholds
+    return payload
+
+
 RELEASED = Upcasters(
     {
         ("BenchmarkSampled", 1): _v1_sampled,
         ("DecisionMade", 1): _v1_decided,
         ("FinalistRevalidated", 1): _v1_revalidated,
         ("RunStarted", 1): _v1_started,
+        ("RunStarted", 2): _v2_started,
     }
 )

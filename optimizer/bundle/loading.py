@@ -99,6 +99,7 @@ class BudgetFile(BaseModel):
     benchmark_repetitions: int | None = Field(None, gt=0)
     max_extra_blocks: int | None = Field(None, ge=0)
     strict_noise: bool | None = None
+    history_seeds: int | None = Field(None, ge=0)
 
 
 def _one_line(file: str, err: ValidationError, prefix: str = "") -> str:
@@ -387,6 +388,7 @@ _BOUNDS = {
     "min_speedup": "must be at least 1",
     "max_cv": "must not be negative",
     "max_extra_blocks": "must not be negative",
+    "history_seeds": "must not be negative",
 }
 """Each threshold's bound where it is not "greater than 0" (max_cv 0 admits only constant
 samples, as in the TLX agent)."""

@@ -353,6 +353,7 @@ def _started(
         label=request.label,
         case_weights=prep.frozen.bundle.weights,
         protected_cases=[c.case_id for c in prep.frozen.bundle.cases if c.protected],
+        case_parameters={c.case_id: dict(c.parameters) for c in prep.frozen.bundle.cases},
     )
 
 

@@ -57,6 +57,8 @@ def test_released_upcasters_carry_v1_runs_to_what_they_meant():
     assert state.started is not None
     assert state.started.thresholds.strict_noise is True
     assert state.started.thresholds.max_extra_blocks == 0
+    assert state.started.thresholds.history_seeds == 0  # v3: an older run seeded nothing
+    assert state.started.case_parameters == {}  # and recorded no parameters
     assert all(s.window_id is None for c in state.candidates.values() for s in c.samples)
     decided = [c.decision for c in state.candidates.values() if c.decision is not None]
     assert decided and all(d.measured is None and d.notes == [] for d in decided)

@@ -22,6 +22,13 @@ FROM (
     FROM unprojected WHERE type = 'RunStarted'
 );
 
+INSERT INTO proj_run_inputs
+SELECT run_id, nullif(p.case_parameters::VARCHAR, '{}')::JSON, p.prior_runs
+FROM (
+    SELECT run_id, from_json(payload, '{"case_parameters": "JSON", "prior_runs": "VARCHAR[]"}') AS p
+    FROM unprojected WHERE type = 'RunStarted'
+);
+
 INSERT INTO proj_candidates
 SELECT
     c.run_id, c.p.candidate_id, c.seq, c.recorded_at, c.p.round, c.p.parent_id, c.p.provider, c.p.hypothesis,

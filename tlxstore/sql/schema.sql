@@ -54,6 +54,13 @@ CREATE TABLE proj_runs (
     kernel_stem VARCHAR  -- the kernel file's name without .py: the entry point when no baseline names one
 );
 
+-- what a run was given beside its identity (store schema v7), read by nearest_history
+CREATE TABLE proj_run_inputs (
+    run_id VARCHAR NOT NULL,
+    case_parameters JSON,  -- case id -> its parameters (RunStarted v3; NULL before: not recorded)
+    prior_runs VARCHAR[]  -- the runs named with --prior-run
+);
+
 CREATE TABLE proj_candidates (
     run_id VARCHAR NOT NULL,
     candidate_id VARCHAR NOT NULL,
