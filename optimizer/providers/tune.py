@@ -127,6 +127,7 @@ class TuneProvider:
     def __init__(self) -> None:
         self._proposed: dict[str, set[str]] = {}  # run_id -> source hashes proposed in this process
         self._told: set[str] = set()  # runs whose unreadable knobs are recorded
+        self._seeded: dict[str, int] = {}  # run_id -> seeds from the nearest history proposed
         self._observed: Observed = ()  # what the original's launches showed (set per proposal)
 
     # ---- the protocol ---------------------------------------------------------------------
@@ -150,6 +151,9 @@ class TuneProvider:
         adopt = self._adoption(ctx, base, space, names, points)
         if adopt is not None:
             return adopt
+        seed = self._seed(ctx, base, space, names, taken)
+        if seed is not None:
+            return seed
         # The center is the incumbent (the parent) when it is a measured configuration of this
         # kernel: a rejected neighbour that measured a hair faster does not move the search.
         parent_config = {n: space.by_name()[n].value for n in names}
@@ -386,6 +390,73 @@ class TuneProvider:
             # a re-measurement on purpose: the loop must not answer it with the old result
             replays=f"{run_id}/{candidate_id}",
         )
+
+    def _seed(
+        self, ctx: ProviderContext, base: str, space: KnobSpace, names: list[str], taken: set[str]
+    ) -> Proposal | None:
+        """The next of the run's first ctx.history_seeds proposals: the nearest-history
+        configuration ranked highest (ctx.nearest: other runs' winners on other cases, versions,
+        devices of the family, an edited source) whose knobs all render onto this kernel, that
+        breaks no constraint here and that this identity has not measured. It is re-measured
+        against this run's baseline; the search then goes on from the incumbent, whatever the
+        seed measured."""
+        seeded = self._seeded.get(ctx.run_id, 0)
+        if seeded >= ctx.history_seeds:
+            return None
+        proposed = self._proposed.setdefault(ctx.run_id, set())
+        parent_config = {n: space.by_name()[n].value for n in names}
+        for near in ctx.nearest:
+            if not all(isinstance(near.knobs.get(n), int) for n in names):
+                continue  # a configuration of other knobs (an edit renamed or removed one)
+            config = {n: int(near.knobs[n]) for n in names}
+            if config == parent_config or _key(config) in taken:
+                continue
+            if _violation(ctx, space, config) is not None:
+                continue
+            try:
+                source = self._apply(base, config)
+            except KnobError:
+                continue  # its knobs do not render onto this version of the kernel
+            raw = raw_source_hash(source)
+            if raw in taken or raw in proposed:
+                continue
+            proposed.add(raw)
+            self._seeded[ctx.run_id] = seeded + 1
+            key = _key(config)
+            figure = _pooled_text(
+                Estimate(near.speedup, near.ci_low, near.ci_high, near.measurements, 0)
+            )
+            return Proposal(
+                source=source,
+                hypothesis=(
+                    f"The configuration that won on the nearest history ({key}, run "
+                    f"{near.from_run_id}) is a better start than the untuned one: re-measure it "
+                    "against this run's baseline"
+                ),
+                evidence=(
+                    f"nearest history #{near.rank} (seed {seeded + 1} of {ctx.history_seeds}): "
+                    f"{key} was promoted in run {near.from_run_id}, {near.from_candidate_id}, at "
+                    f"{figure} there ({near.differs}); measured there, not here"
+                ),
+                change=_change(parent_config, config),
+                expected_effect=(
+                    f"near {near.speedup:.3g}x the baseline if what differs "
+                    f"({near.differs}) does not move the optimum"
+                ),
+                risk=(
+                    "another bundle, device or version may prefer another configuration; a seed "
+                    "that measures worse costs one evaluation and the search goes on from the "
+                    "incumbent"
+                ),
+                hypothesis_kind=HypothesisKind.LAUNCH_CONFIG.value,
+                knobs=config,
+                replays=(
+                    f"{near.from_run_id}/{near.from_candidate_id}"
+                    if raw == near.source_hash
+                    else None
+                ),
+            )
+        return None
 
     # ---- the moves ----------------------------------------------------------------------------
     def _moves(

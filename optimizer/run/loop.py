@@ -57,7 +57,7 @@ from optimizer.run.devices import DevicePool
 from optimizer.run.folder import OutputFolder
 from optimizer.run.storelink import StoreLink
 from queries import lookups
-from queries.models import MeasuredMatch
+from queries.models import MeasuredMatch, NearestConfig
 from tlxstore.events import (
     BASELINE_ID,
     CandidateProposed,
@@ -341,6 +341,7 @@ class RunLoop:
         self._exhausted: str | None = None
         self._exhausted_as = StoppingReason.SEARCH_EXHAUSTED
         self._link: StoreLink[SharedEvidence] | None = None
+        self._nearest: list[NearestConfig] | None = None  # read with the first shared evidence
 
     @property
     def link(self) -> StoreLink[SharedEvidence]:
@@ -352,9 +353,16 @@ class RunLoop:
     def _fetch_shared(self, store: Store) -> SharedEvidence:
         started, run_id = self.state.started, self.state.run_id  # set once, by the first event
         assert started is not None and run_id is not None
-        return fetch_shared(
-            store, started.measurement_key, started.bundle_digest, started.device.kind, run_id
+        shared = fetch_shared(
+            store,
+            started.measurement_key,
+            started.bundle_digest,
+            started.device.kind,
+            run_id,
+            self._nearest,
         )
+        self._nearest = shared.nearest  # the nearest history is read once a run
+        return shared
 
     # -- events --
     def append(self, *events: Event) -> None:

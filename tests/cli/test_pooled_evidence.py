@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.softmax_runs import BUDGET, EXAMPLE, optimize
 
 import queries
 from cli.main import main
@@ -21,41 +21,11 @@ from tlxstore.store import Store
 
 pytestmark = pytest.mark.slow
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "softmax"
-BUDGET = {
-    "max_rounds": 2,
-    "candidates_per_round": 1,
-    "max_candidate_seconds": 120,
-    "max_total_seconds": 600,
-    "min_speedup": 1.05,
-    "max_cv": 1.0,
-    "benchmark_repetitions": 3,
-}
 CASES = [
     {"case_id": "1x1024", "parameters": {"n_rows": 1, "n_cols": 1024, "dtype": "float32"}},
     {"case_id": "1x800", "parameters": {"n_rows": 1, "n_cols": 800, "dtype": "float32"}},
 ]
 FIGURE = re.compile(r"^\d[\d.e+]*x \[[\d.e+]+, [\d.e+]+\], \d+ measurements?$")
-
-
-def _optimize(bundle: Path, store: Path, out: Path) -> dict:
-    done = CliRunner().invoke(
-        main,
-        [
-            "optimize",
-            "--kernel",
-            str(EXAMPLE / "kernel.py"),
-            "--bundle",
-            str(bundle),
-            "--store",
-            str(store),
-            "--output-dir",
-            str(out),
-            "--no-commit-winner",
-        ],
-    )
-    assert done.exit_code in (0, 2), done.output[-3000:]
-    return json.loads(done.stdout)
 
 
 def _starts_were_the_best_known(store: Store, run_id: str) -> list[str]:
@@ -115,8 +85,8 @@ def test_a_second_run_starts_from_the_pooled_best_and_history_pools_every_source
     (bundle / "budget.json").write_text(json.dumps(BUDGET))
     (bundle / "cases.json").write_text(json.dumps(CASES))
     store_path = tmp_path / "store.duckdb"
-    first = _optimize(bundle, store_path, tmp_path / "r1")
-    second = _optimize(bundle, store_path, tmp_path / "r2")
+    first = optimize(bundle, store_path, tmp_path / "r1")
+    second = optimize(bundle, store_path, tmp_path / "r2")
 
     store = Store(store_path)
     assert _starts_were_the_best_known(store, first["run_id"]) == []  # nothing known before it

@@ -12,6 +12,8 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+from conftest import nearest_config
+
 from optimizer.bundle.spec import CaseSpec, TargetSpec
 from optimizer.decision.identity import source_hashes
 from optimizer.evaluation.launches import observed_values
@@ -19,6 +21,7 @@ from optimizer.providers import ProviderOptions, registry
 from optimizer.providers.base import MeasuredCandidate, Proposal, ProviderContext, SearchExhausted
 from optimizer.providers.knobs import apply_knobs, find_knobs, knob_values
 from optimizer.providers.tune import TuneProvider
+from queries.models import NearestConfig
 from tlxstore.events import DeviceInfo, KernelLaunch
 
 REPO = Path(__file__).resolve().parents[3]
@@ -48,6 +51,8 @@ def context(
     prior_best: list[MeasuredCandidate] | None = None,
     tuning_space: dict | None = None,
     launches: list[KernelLaunch] | None = None,
+    nearest: list[NearestConfig] | None = None,
+    history_seeds: int = 0,
 ) -> ProviderContext:
     return ProviderContext(
         run_id=run_id,
@@ -69,6 +74,8 @@ def context(
         original_source=source,
         measured=measured,
         prior_best=prior_best or [],
+        nearest=nearest or [],
+        history_seeds=history_seeds,
         launches=launches or [],
     )
 
@@ -510,3 +517,63 @@ def test_on_a_gpu_each_table_entry_is_checked_with_the_launch_it_sets():
             assert p.knobs[f"BLOCK_SIZE[{key}]"] / (32 * p.knobs[warps]) <= 64, p.change
     best = best_of(measured).knobs
     assert best["BLOCK_SIZE[1024]"] == 16384 and best["num_warps[8]"] >= 8, best
+
+
+def near(
+    rank: int, knobs: dict[str, int], run_id: str = "r0", speedup: float = 5.0
+) -> NearestConfig:
+    """A configuration another run promoted, as nearest_history ranks it for this run."""
+    renders = set(knobs) <= set(knob_values(SOFTMAX))
+    return nearest_config(
+        rank=rank,
+        from_run_id=run_id,
+        from_candidate_id=f"c00{rank}",
+        source_hash=source_hashes(apply_knobs(SOFTMAX, knobs))[0] if renders else "sha256:0",
+        knobs=knobs,
+        speedup=speedup,
+        differs="bundle: cases 1x1024 → 2x4096; same device",
+    )
+
+
+def test_the_first_proposals_are_the_nearest_history_then_the_search_goes_on_from_the_best():
+    nearest = [near(1, {"BLOCK": 2048}), near(2, {"BLOCK": 1024, "num_warps": 4})]
+    cold, cold_measured, _ = drive(SOFTMAX, interpreter_softmax)
+    proposals, measured, done = drive(
+        SOFTMAX, interpreter_softmax, nearest=nearest, history_seeds=2
+    )
+    assert [p.knobs for p in proposals[:2]] == [{"BLOCK": 2048}, {"BLOCK": 1024}]
+    first = proposals[0]
+    assert first.evidence.startswith("nearest history #1 (seed 1 of 2): BLOCK=2048 was promoted")
+    assert "run r0, c001" in first.evidence and "bundle: cases 1x1024 → 2x4096" in first.evidence
+    assert first.replays == "r0/c001"  # the same source, re-measured against this baseline
+    assert first.change == "BLOCK 128→2048"
+    # then the local search, from the best of what was measured: it reaches the cold run's best
+    assert best_of(measured).knobs == best_of(cold_measured).knobs == {"BLOCK": 4096}
+    assert len(proposals) <= len(cold) + 2 and isinstance(done, SearchExhausted)
+    assert drive(SOFTMAX, interpreter_softmax, nearest=nearest)[0] == cold  # 0 seeds: none
+
+
+def test_a_bad_seed_costs_only_itself_and_the_search_goes_on_from_the_incumbent():
+    """Seeds measured worse than the baseline (a guide from another dtype, say) are rejected;
+    the local search then starts from the incumbent as a cold run does."""
+    nearest = [near(1, {"BLOCK": 16}), near(2, {"BLOCK": 32})]
+    cold, cold_measured, _ = drive(SOFTMAX, interpreter_softmax)
+    proposals, measured, _ = drive(SOFTMAX, interpreter_softmax, nearest=nearest, history_seeds=2)
+    assert [p.knobs for p in proposals[:2]] == [{"BLOCK": 16}, {"BLOCK": 32}]
+    assert [m.outcome for m in measured[:2]] == ["rejected", "rejected"]
+    assert proposals[2].change == cold[0].change == "BLOCK 128→512"  # from the incumbent
+    assert best_of(measured).knobs == best_of(cold_measured).knobs
+    assert len(proposals) <= len(cold) + 2
+
+
+def test_a_seed_is_skipped_when_its_knobs_do_not_render_or_it_was_measured_here():
+    measured = [measured_block("r1", "c001", 2048, "rejected", 1.5, None)]
+    nearest = [
+        near(1, {"TILE": 64}),  # a knob this kernel does not have (an edit renamed it)
+        near(2, {"BLOCK": 2048}),  # measured under this identity already
+        near(3, {"BLOCK": 1024}),
+    ]
+    ctx = context(SOFTMAX, measured, run_id="r1", nearest=nearest, history_seeds=1)
+    result = TuneProvider().propose(ctx, lambda e: None)
+    assert isinstance(result, Proposal) and result.knobs == {"BLOCK": 1024}
+    assert "nearest history #3 (seed 1 of 1)" in result.evidence
