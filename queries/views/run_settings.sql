@@ -20,8 +20,7 @@ SELECT
     p.argv AS argv,
     CAST(payload -> 'case_weights' AS JSON) AS case_weights,
     p.protected_cases AS protected_cases,
-    CAST(payload -> 'bundle_files' AS JSON) AS bundle_files,
-    CAST(payload -> 'case_parameters' AS JSON) AS case_parameters
+    CAST(payload -> 'bundle_files' AS JSON) AS bundle_files
 FROM (
     SELECT run_id, payload, from_json(payload, '{"thresholds": {"max_rounds": "INTEGER", "candidates_per_round": "INTEGER",
         "max_candidate_seconds": "DOUBLE", "max_total_seconds": "DOUBLE", "min_speedup": "DOUBLE", "max_cv": "DOUBLE",
