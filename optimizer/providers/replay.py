@@ -1,5 +1,8 @@
 """`--provider replay --replay-run RUN`: re-propose a recorded run's candidates, in order, with
 their recorded metadata and no model, so history can be re-measured on another GPU or Triton.
+`--provider replay` without `--replay-run`: re-propose the kernel's best-known configurations
+under other identities (ctx.nearest, the view nearest_history: other runs' promoted sources of
+this same kernel source, nearest first), so a Triton upgrade or a new GPU is one command.
 
 Invariants:
 - The recorded run is read through the store (Store.resolve_run, run_envelopes) and folded with
@@ -12,6 +15,10 @@ Invariants:
   duplicate of what it replays.
 - On resume, candidates whose source this run has already measured are skipped.
 - After the last one: SearchExhausted.
+- Without a recorded run: each source of ctx.nearest whose run measured this same kernel source
+  (same_source) and that this run's identity has not measured is re-proposed once, nearest first,
+  with its stored text, its recorded knobs and `replays` naming where it was promoted; then
+  SearchExhausted.
 """
 
 from __future__ import annotations
@@ -38,7 +45,8 @@ class ReplayOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    replay_run: str = Field(min_length=1)  # a run id, a unique prefix, or an output folder
+    # a run id, a unique prefix, or an output folder; None: the kernel's nearest history
+    replay_run: str | None = Field(default=None, min_length=1)
     store: StoreRef
 
 
@@ -46,10 +54,17 @@ class ReplayProvider:
     name = "replay"
     model: str | None = None
 
-    def __init__(self, run_id: str, recorded: list[tuple[str, Proposal]]) -> None:
-        self.run_id = run_id
+    def __init__(
+        self,
+        run_id: str | None,
+        recorded: list[tuple[str, Proposal]],
+        store: StoreRef | None = None,
+    ) -> None:
+        self.run_id = run_id  # None: replay the nearest history instead of one run
         self.recorded = recorded  # (recorded source_hash, proposal), in proposal order
+        self.store = store  # where the nearest history's sources are read
         self._next = 0
+        self._replayed: set[str] = set()  # sources of the nearest history proposed
 
     @classmethod
     def from_store(cls, store_path: StoreRef, run_ref: str) -> ReplayProvider:
@@ -86,6 +101,8 @@ class ReplayProvider:
 
     def propose(self, ctx: ProviderContext, record: Recorder) -> Proposal | SearchExhausted:
         """The next recorded candidate this run has not measured yet."""
+        if self.run_id is None:
+            return self._nearest(ctx)
         measured_here = {m.source_hash for m in ctx.measured if m.run_id == ctx.run_id}
         while self._next < len(self.recorded):
             recorded_hash, proposal = self.recorded[self._next]
@@ -97,6 +114,46 @@ class ReplayProvider:
             reason=f"replayed all {len(self.recorded)} candidates of run {self.run_id}"
         )
 
+    def _nearest(self, ctx: ProviderContext) -> Proposal | SearchExhausted:
+        """The next source of the nearest history, measured for this same kernel source under
+        another identity, that this identity has not measured."""
+        measured = {m.source_hash for m in ctx.measured}
+        for near in ctx.nearest:
+            h = near.source_hash
+            if not near.same_source or h in measured or h in self._replayed:
+                continue
+            self._replayed.add(h)
+            return Proposal(
+                source=self._source(h),
+                hypothesis=(
+                    f"Re-measure run {near.from_run_id}'s {near.from_candidate_id} on this "
+                    "device and these versions"
+                ),
+                evidence=(
+                    f"nearest history #{near.rank}: promoted in run {near.from_run_id}, "
+                    f"{near.from_candidate_id}, at {near.speedup:.3g}x its baseline there "
+                    f"({near.differs})"
+                ),
+                change="the same source, measured again here",
+                knobs=near.knobs,
+                replays=f"{near.from_run_id}/{near.from_candidate_id}",
+            )
+        return SearchExhausted(
+            reason=f"replayed the {len(self._replayed)} best-known configurations of this "
+            "kernel's nearest history that this identity had not measured"
+        )
+
+    def _source(self, source_hash: str) -> str:
+        from tlxstore.location import open_store  # the store is only needed for this provider
+
+        assert self.store is not None
+        rows = open_store(self.store).query(
+            "SELECT text FROM proj_sources WHERE source_hash = $h", {"h": source_hash}
+        )
+        if not rows.num_rows:
+            raise ProviderError(f"the store holds no source {source_hash}")
+        return str(rows.column("text")[0].as_py())
+
 
 def create(options: Any) -> ReplayProvider:
     """The replay provider from ProviderOptions or a mapping (keys: replay_run, store)."""
@@ -106,4 +163,6 @@ def create(options: Any) -> ReplayProvider:
         "replay",
         {"replay_run": "--replay-run RUN", "store": "--store PATH"},
     )
+    if opts.replay_run is None:
+        return ReplayProvider(None, [], opts.store)
     return ReplayProvider.from_store(opts.store, opts.replay_run)

@@ -349,8 +349,8 @@ def history_sections(kernel: str, data: dict[str, list[Row]]) -> list[Section]:
         [[r["kernel_id"], r["device_kind"], _short(r["bundle_digest"]), r["runs"], r["finished_runs"], _short(r["best_source_hash"]), _pooled(r["best_pooled_speedup"], r["best_ci_low"], r["best_ci_high"], r["best_measurements"]), f"{r['best_first_run_id']}/{r['best_first_candidate_id']}" if r["best_source_hash"] else "", r["last_run_at"]] for r in data["history_kernels"]],
     )  # fmt: skip
     sources = Section("Sources, one pooled figure each").table(
-        ["device", "bundle", "source", "pooled speedup [99% CI]", "runs", "without CI, set aside", "first measured in"],
-        [[r["device_kind"], _short(r["bundle_digest"]), _short(r["source_hash"]), _pooled(r["pooled_speedup"], r["ci_low"], r["ci_high"], r["measurements"]), r["runs"], r["set_aside"], f"{r['first_run_id']}/{r['first_candidate_id']}"] for r in data["history_sources"]],
+        ["device", "bundle", "source", "pooled speedup [99% CI]", "runs", "without CI, set aside", "first measured in", "Triton / torch"],
+        [[r["device_kind"], _short(r["bundle_digest"]), _short(r["source_hash"]), _pooled(r["pooled_speedup"], r["ci_low"], r["ci_high"], r["measurements"]), r["runs"], r["set_aside"], f"{r['first_run_id']}/{r['first_candidate_id']}", f"{r['triton_version']} / {r['torch_version']}"] for r in data["history_sources"]],
     )  # fmt: skip
     sources.lines = [
         "every decision and final revalidation of a source, in any run, pooled into one speedup "

@@ -12,9 +12,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from support.softmax_runs import BUDGET, EXAMPLE, optimize
 
 import queries
+from cli.main import main
 from optimizer.run import lifecycle
 from tlxstore.store import Store
 
@@ -28,12 +30,12 @@ def _cases(*shapes: tuple[int, int], dtype: str = "float32") -> list[dict]:
     ]
 
 
-def _optimize(tmp: Path, name: str, store: Path, cases: list[dict], **budget) -> dict:
+def _optimize(tmp: Path, name: str, store: Path, cases: list[dict], *flags: str, **budget) -> dict:
     bundle = tmp / f"bundle-{name}"
     shutil.copytree(EXAMPLE / "host", bundle)
     (bundle / "budget.json").write_text(json.dumps({**BUDGET, **budget}))
     (bundle / "cases.json").write_text(json.dumps(cases))
-    return optimize(bundle, store, tmp / f"out-{name}")
+    return optimize(bundle, store, tmp / f"out-{name}", *flags)
 
 
 def _candidates(store: Path, run_id: str) -> list[dict]:
@@ -109,3 +111,41 @@ def test_another_triton_version_is_seeded_from_the_old_run(first_run, tmp_path, 
     assert c001["knobs"] == winner["knobs"]
     assert f"run {run1['run_id']}" in c001["evidence"]
     assert "same bundle; same device; Triton " in c001["evidence"] and "→ 9.9.0" in c001["evidence"]
+
+
+def test_after_a_triton_upgrade_replay_re_measures_the_best_known_and_history_shows_both(
+    first_run, tmp_path, monkeypatch
+):
+    """Issue 30 item 4: `--provider replay` without a run re-measures the kernel's best-known
+    configurations under the new identity; history's Sources table shows each before and after."""
+    _, run1, winner = first_run
+    store = _copy(first_run, tmp_path)
+    real = lifecycle.tool_versions
+    monkeypatch.setattr(
+        lifecycle, "tool_versions", lambda: real().model_copy(update={"triton": "9.9.0"})
+    )
+    bundle_cases = _cases((1, 1024), (1, 800))
+    run2 = _optimize(tmp_path, "r2", store, bundle_cases, "--provider", "replay", max_rounds=4)
+    replayed = _candidates(store, run2["run_id"])
+    promoted1 = [c for c in _candidates(store, run1["run_id"]) if c["outcome"] == "promoted"]
+    assert replayed and len(replayed) <= len(promoted1)
+    assert {c["replays"] for c in replayed} <= {
+        f"{run1['run_id']}/{c['candidate_id']}" for c in promoted1
+    }
+    assert replayed[0]["knobs"] == winner["knobs"]  # the best known first
+    done = CliRunner().invoke(
+        main, ["history", "softmax_kernel", "--store", str(store), "--to", str(tmp_path / "h")]
+    )
+    assert done.exit_code == 0, done.output
+    report = (tmp_path / "h" / "report.md").read_text()
+    (source,) = [
+        r["source_hash"]
+        for r in queries.query(
+            Store(store),
+            "SELECT source_hash FROM candidates WHERE run_id = $r AND candidate_id = $c",
+            {"r": run1["run_id"], "c": run1["winner_id"]},
+        ).to_pylist()
+    ]
+    rows = [ln for ln in report.splitlines() if source[:19] in ln and "/ " in ln]
+    versions = {ln.strip().strip("|").split("|")[-1].strip().split(" / ")[0] for ln in rows}
+    assert "9.9.0" in versions and len(versions) == 2, rows  # before and after the upgrade

@@ -23,8 +23,9 @@ BUDGET = {
 }
 
 
-def optimize(bundle: Path, store: Path, out: Path) -> dict:
-    """One run of the example's kernel on `bundle`; its result (run_id, winner_id, ...)."""
+def optimize(bundle: Path, store: Path, out: Path, *flags: str) -> dict:
+    """One run of the example's kernel on `bundle` (with more `flags`); its result (run_id,
+    winner_id, ...)."""
     done = CliRunner().invoke(
         main,
         [
@@ -38,6 +39,7 @@ def optimize(bundle: Path, store: Path, out: Path) -> dict:
             "--output-dir",
             str(out),
             "--no-commit-winner",
+            *flags,
         ],
     )
     assert done.exit_code in (0, 2), done.output[-3000:]

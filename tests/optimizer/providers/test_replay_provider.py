@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import make_context
+from conftest import make_context, nearest_config
 
 from optimizer.providers import ProviderOptions
 from optimizer.providers.base import MeasuredCandidate, Proposal, SearchExhausted
@@ -103,5 +103,59 @@ def test_an_unknown_run_or_missing_flag_is_refused(store_path):
     Store(store_path)
     with pytest.raises(UnknownRunError, match="no run 'r-nope'"):
         create({"replay_run": "r-nope", "store": store_path})
-    with pytest.raises(ConfigError, match="--provider replay needs --replay-run RUN"):
-        create(ProviderOptions(store=store_path))
+    with pytest.raises(ConfigError, match="--provider replay needs --store PATH"):
+        create(ProviderOptions(replay_run="r-nope"))
+
+
+def test_without_a_run_replay_re_measures_the_nearest_history_of_this_kernel_source(
+    tmp_path, store_path
+):
+    run_id = record_run(tmp_path, store_path, small_run(3))
+    store = Store(store_path)
+    rows = store.query(
+        "SELECT candidate_id, source_hash, text FROM proj_candidates JOIN proj_sources "
+        "USING (source_hash) WHERE run_id = $r ORDER BY candidate_id",
+        {"r": run_id},
+    ).to_pylist()
+    texts = {r["candidate_id"]: r for r in rows}
+    nearest = [
+        nearest_config(  # measured for an edited kernel: not this kernel's configuration
+            rank=1,
+            from_run_id=run_id,
+            from_candidate_id="c001",
+            source_hash=texts["c001"]["source_hash"],
+            same_source=False,
+        ),
+        nearest_config(  # already measured under this identity
+            rank=2,
+            from_run_id=run_id,
+            from_candidate_id="c002",
+            source_hash=texts["c002"]["source_hash"],
+            same_source=True,
+        ),
+        nearest_config(
+            rank=3,
+            from_run_id=run_id,
+            from_candidate_id="c003",
+            source_hash=texts["c003"]["source_hash"],
+            same_source=True,
+            knobs={"BLOCK": 192},
+            differs="same bundle; same device; Triton 3.3.0 → 3.4.0",
+        ),
+    ]
+    measured = [
+        MeasuredCandidate(
+            run_id="r-now",
+            candidate_id="c001",
+            source_hash=texts["c002"]["source_hash"],
+            outcome="rejected",
+        )
+    ]
+    provider = create(ProviderOptions(store=store_path))
+    assert provider.run_id is None
+    first, done = drain(provider, make_context("cpu", "", nearest=nearest, measured=measured))
+    assert isinstance(first, Proposal) and isinstance(done, SearchExhausted)
+    assert first.source == texts["c003"]["text"] and first.knobs == {"BLOCK": 192}
+    assert first.replays == f"{run_id}/c003"
+    assert "Triton 3.3.0 → 3.4.0" in first.evidence
+    assert "replayed the 1 best-known configurations" in done.reason
