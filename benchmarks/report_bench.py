@@ -41,9 +41,14 @@ import queries
 from tlxstore.store import Store
 
 try:
-    from optimizer.reporting.from_views import HISTORY_QUERIES, RUN_QUERIES
+    from optimizer.reporting.from_views import HISTORY_QUERIES, RUN_QUERIES, history_params
 except ImportError:  # no matplotlib (the H200 host): the same names, read from its source
     import ast
+
+    from tlxstore.hashing import tagged_prefix
+
+    def history_params(kernel: str) -> dict[str, str]:
+        return {"kernel": kernel, "digest": tagged_prefix(kernel)}
 
     _tree = ast.parse(
         (Path(__file__).resolve().parents[1] / "optimizer/reporting/from_views.py").read_text()
@@ -83,9 +88,13 @@ def asks(keys: int) -> list[tuple[str, tuple[str, ...], dict[str, str]]]:
         (f"report {H200_SOFTMAX} (H200 softmax)", RUN_QUERIES, {"run_id": H200_SOFTMAX}),
         (f"report {H200_MATMUL} (H200 matmul)", RUN_QUERIES, {"run_id": H200_MATMUL}),
         ("report rb0000001 (generated, 100 candidates)", RUN_QUERIES, {"run_id": "rb0000001"}),
-        ("history softmax_kernel (3 runs)", HISTORY_QUERIES, {"kernel": "softmax_kernel"}),
-        (f"history {bundle[:19]} (a generated bundle)", HISTORY_QUERIES, {"kernel": bundle[:19]}),
-        (STRESS, HISTORY_QUERIES, {"kernel": "kernel"}),
+        ("history softmax_kernel (3 runs)", HISTORY_QUERIES, history_params("softmax_kernel")),
+        (
+            f"history {bundle[:19]} (a generated bundle)",
+            HISTORY_QUERIES,
+            history_params(bundle[:19]),
+        ),
+        (STRESS, HISTORY_QUERIES, history_params("kernel")),
     ]
 
 

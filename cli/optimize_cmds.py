@@ -10,20 +10,19 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-import queries
-from cli.options import open_store, store_option
-from optimizer.bundle.loading import FLAG_DEFAULTS, BundlePaths, budget_overrides, locate
-from optimizer.providers import ProviderOptions
-from optimizer.reporting import from_views, live
-from optimizer.reporting.result import EXIT_INTERRUPTED, RunResult
-from optimizer.run import lifecycle, redecide
-from tlxstore.events import CandidateProposed, Envelope
-from tlxstore.fold import RunState
-from tlxstore.redaction import Redactor
+from cli.options import BudgetOption, open_store, store_option, with_default
+
+if TYPE_CHECKING:  # imported where used: `tlxdb --help` must not load the optimizer
+    from optimizer.bundle.loading import BundlePaths
+    from optimizer.bundle.scaffold import Validated
+    from optimizer.reporting.result import RunResult
+    from optimizer.run import lifecycle
+    from tlxstore.events import Envelope
+    from tlxstore.fold import RunState
 
 
 def _bundle_options(f: Any) -> Any:
@@ -32,37 +31,58 @@ def _bundle_options(f: Any) -> Any:
             "--kernel",
             type=click.Path(path_type=Path),
             required=False,
-            help="The kernel: one Python file.",
+            help="The kernel: one Python file (optimize --resume takes none).  [required]",
         ),
         click.option(
             "--bundle",
             "bundle_dir",
             type=click.Path(path_type=Path),
-            help="The bundle folder (harness.py, cases.json, target.json, [budget.json]).",
+            help=with_default(
+                "The bundle folder (harness.py, cases.json, target.json, [budget.json], "
+                "[reference_kernel.py]); `tlxdb bundle new` writes one.",
+                "none: give --bundle or --harness, --cases and --target",
+            ),
         ),
         click.option(
-            "--harness", type=click.Path(path_type=Path), help="harness.py, instead of --bundle."
+            "--harness",
+            type=click.Path(path_type=Path),
+            help=with_default("harness.py, instead of --bundle.", "the --bundle folder's"),
         ),
         click.option(
-            "--cases", type=click.Path(path_type=Path), help="cases.json, instead of --bundle."
+            "--cases",
+            type=click.Path(path_type=Path),
+            help=with_default("cases.json, instead of --bundle.", "the --bundle folder's"),
         ),
         click.option(
-            "--target", type=click.Path(path_type=Path), help="target.json, instead of --bundle."
+            "--target",
+            type=click.Path(path_type=Path),
+            help=with_default("target.json, instead of --bundle.", "the --bundle folder's"),
         ),
         click.option(
             "--budget",
             type=click.Path(path_type=Path),
-            help="A budget.json whose values override the budget flags (as in the TLX agent); "
-            "a budget.json found in --bundle DIR yields to the flags you type.",
+            help=with_default(
+                "A budget.json whose values override the budget flags (as in the TLX agent); "
+                "a budget.json found in --bundle DIR yields to the flags you type.",
+                "the --bundle folder's budget.json, if any",
+            ),
         ),
         click.option(
             "--reference-kernel",
             "reference",
             type=click.Path(path_type=Path),
-            help="A trusted correctness oracle handed to the harness and the agents.",
+            help=with_default(
+                "A trusted correctness oracle handed to the harness and the agents.",
+                "the --bundle folder's reference_kernel.py, if any",
+            ),
         ),
         click.option(
-            "--arch", help="The architecture the run must measure on (e.g. sm_90); checked."
+            "--arch",
+            help=with_default(
+                "The architecture the run must measure on (sm_90, hopper, H100, sm_100, "
+                "gfx942 ...); a device of another architecture is an error.",
+                "target.json's architecture",
+            ),
         ),
     ]
     for opt in reversed(opts):
@@ -70,15 +90,40 @@ def _bundle_options(f: Any) -> Any:
     return f
 
 
+_BUDGET_HELP = {  # each flag's default is the TLX agent's (BudgetOption prints it)
+    "--max-rounds": (int, "Rounds of proposals before the search ends."),
+    "--candidates-per-round": (int, "Candidates proposed (and evaluated) per round."),
+    "--max-candidate-seconds": (
+        float,
+        "Seconds one candidate's evaluation (build, verify, benchmark, profile) may take "
+        "before its child is killed (an infrastructure failure, not a measurement).",
+    ),
+    "--max-total-seconds": (float, "Seconds the whole search may take; then it ends."),
+    "--min-speedup": (
+        float,
+        "The weighted geomean speedup over the baseline a candidate needs to be promoted "
+        "(its 99% CI's low end must also be above 1, and above this on a noisy case).",
+    ),
+    "--max-cv": (
+        float,
+        "The coefficient of variation (stdev/mean of a case's samples) above which a case is "
+        "noisy: it is measured again (--max-extra-blocks) and then decided on its interval, with "
+        "a note (--strict-noise rejects it instead).",
+    ),
+    "--benchmark-repetitions": (int, "Samples per case per candidate (harness benchmark())."),
+}
+
+
 def _budget_options(f: Any) -> Any:
     opts = [
-        click.option("--max-rounds", type=int),
-        click.option("--candidates-per-round", type=int),
-        click.option("--max-candidate-seconds", type=float),
-        click.option("--max-total-seconds", type=float),
-        click.option("--min-speedup", type=float),
-        click.option("--max-cv", type=float),
-        click.option("--benchmark-repetitions", type=int),
+        click.option(
+            flag,
+            type=kind,
+            cls=BudgetOption,
+            help=f"{text} Overrides the bundle folder's budget.json; a --budget file overrides it.",
+        )
+        for flag, (kind, text) in _BUDGET_HELP.items()
+    ] + [
         click.option(
             "--max-extra-blocks",
             type=int,
@@ -91,6 +136,19 @@ def _budget_options(f: Any) -> Any:
             help="The TLX agent's rule: a case noisier than --max-cv blocks promotion whatever its "
             "interval. Default off: such a candidate is promoted when its whole interval lies "
             "above --min-speedup, with a note naming the case.",
+        ),
+        click.option(
+            "--replicates",
+            type=int,
+            help="Independent replicates of the final revalidation, each in a fresh child "
+            "(default 3 on a GPU, 1 on the CPU interpreter). docs/GUARDS.md, 'Replicates'.",
+        ),
+        click.option(
+            "--replicate-tolerance",
+            type=float,
+            help="How far the replicates' speedups may spread (max / min - 1) and agree (default "
+            "0.02); spread further, the winner is kept, with a note, only when each replicate is "
+            "at least --min-speedup (under --strict-noise: not kept).",
         ),
         click.option(
             "--history-seeds",
@@ -109,6 +167,8 @@ class LiveLog:
     """The live log on stderr: one line per step; a progress line at the bottom on a terminal."""
 
     def __init__(self, stream: IO[str], tty: bool) -> None:
+        from tlxstore.redaction import Redactor
+
         self.stream = stream
         self.tty = tty
         self._t0 = time.monotonic()
@@ -116,6 +176,8 @@ class LiveLog:
         self.redactor = Redactor.from_environment()
 
     def __call__(self, env: Envelope, state: RunState) -> None:
+        from optimizer.reporting import live
+
         line = live.describe(env, state)
         if self.tty and self._progress:
             self.stream.write("\r\033[K")
@@ -127,6 +189,8 @@ class LiveLog:
         self.stream.flush()
 
     def _status(self, env: Envelope, state: RunState) -> str:
+        from tlxstore.events import CandidateProposed
+
         s = state.started
         if s is None:
             return ""
@@ -147,6 +211,8 @@ class LiveLog:
 
 
 def _render(result: RunResult, fmt: str) -> None:
+    from tlxstore.redaction import Redactor
+
     redactor = Redactor.from_environment()
     if fmt == "full":
         click.echo(redactor.text(result.model_dump_json()))
@@ -159,59 +225,117 @@ def _render(result: RunResult, fmt: str) -> None:
 @click.option(
     "--output-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Where the run writes its artifacts (default: a new folder under the store).",
+    help=with_default(
+        "Where the run writes its artifacts (events.jsonl, best_kernel.py, result.json, "
+        "report.md, experiments/).",
+        "<store folder>/runs/<run id>",
+    ),
 )
 @store_option
 @click.option(
     "--prior-run",
     "prior_runs",
     multiple=True,
-    help="A run id, tlxdb output folder or TLX agent output folder whose evidence informs this run.",
+    help=with_default(
+        "A run id (or unique prefix), tlxdb output folder or TLX agent output folder whose "
+        "evidence informs this run; repeatable. Its winner is never adopted.",
+        "none",
+    ),
 )
 @click.option(
-    "--resume", "resume_ref", help="Continue an interrupted run (run id or output folder)."
+    "--resume",
+    "resume_ref",
+    help=with_default(
+        "Continue an interrupted run (run id or output folder); takes no other settings.",
+        "start a new run",
+    ),
 )
 @click.option(
     "--provider",
     default=None,
-    help="Who proposes candidates: tune, llm, command or replay (default: tune without --model, llm with it).",
+    help=with_default(
+        "Who proposes candidates: tune (no model), llm, command (an external agent) or "
+        "replay (another run's candidates).",
+        "tune, or llm with --model",
+    ),
 )
-@click.option("--model", help="The model for --provider llm (any litellm name).")
+@click.option(
+    "--model",
+    help=with_default(
+        "The model for --provider llm: any litellm name (openai/gpt-4o, anthropic/..., "
+        "or openai/NAME with --api-base for a local server).",
+        "none",
+    ),
+)
 @click.option(
     "--api-base",
-    help="An OpenAI-compatible server for --provider llm, e.g. http://127.0.0.1:8000/v1.",
+    help=with_default(
+        "An OpenAI-compatible server for --provider llm, e.g. http://127.0.0.1:8000/v1.",
+        "the model provider's own endpoint",
+    ),
 )
-@click.option("--provider-command", help="The agent command for --provider command.")
-@click.option("--replay-run", help="The run whose candidates --provider replay re-proposes.")
+@click.option(
+    "--provider-command",
+    help=with_default(
+        "The agent command for --provider command; it edits candidate.py in its workspace.",
+        "none",
+    ),
+)
+@click.option(
+    "--replay-run",
+    help=with_default("The run whose candidates --provider replay re-proposes.", "none"),
+)
 @_budget_options
 @click.option(
     "--commit-winner/--no-commit-winner",
     default=True,
-    help="Commit the revalidated winner (default on).",
+    help="Commit the revalidated winner to the kernel's git or Mercurial repository.  "
+    "[default: --commit-winner]",
 )
-@click.option("--commit-message", help="Subject line of the winner's commit.")
-@click.option("--vcs", type=click.Choice(["auto", "git", "hg"]), default="auto")
-@click.option("--result-format", type=click.Choice(["full", "summary", "none"]), default="full")
 @click.option(
-    "--profile", is_flag=True, help="Accepted for TLX compatibility: profiling is always on."
+    "--commit-message",
+    help=with_default("Subject line of the winner's commit.", "written from the winner's change"),
+)
+@click.option(
+    "--vcs",
+    type=click.Choice(["auto", "git", "hg"]),
+    default="auto",
+    show_default=True,
+    help="The repository kind the winner is committed to (auto: found from the kernel's path).",
+)
+@click.option(
+    "--result-format",
+    type=click.Choice(["full", "summary", "none"]),
+    default="full",
+    show_default=True,
+    help="What stdout gets at the end: the whole result JSON, its short form, or nothing.",
+)
+@click.option(
+    "--profile",
+    is_flag=True,
+    help="Accepted for TLX compatibility: profiling is always on.  [default: off]",
 )
 @click.option(
     "--diagnostic-proton-intra-kernel",
     is_flag=True,
-    help="Accepted for TLX compatibility; intra-kernel Proton is not collected (a note says so).",
+    help="Accepted for TLX compatibility; intra-kernel Proton is not collected (a note says "
+    "so).  [default: off]",
 )
-@click.option("--label", help="A free-text label recorded with the run.")
+@click.option("--label", help=with_default("A free-text label recorded with the run.", "none"))
 @click.option(
     "--strict-validation",
     is_flag=True,
-    help="Make every validation warning a failure (for CI pipelines of bundles).",
+    help="Make every validation warning a failure (for CI pipelines of bundles).  [default: off]",
 )
 @click.option(
     "--devices",
-    help="Evaluate each round's candidates at once, one harness child per device: 'all' or "
-    "indexes such as 0,1,3 (pinned with CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES). A round "
-    "larger than the device count queues. Testing only: TLXDB_SIMULATED_DEVICES=N gives a CPU "
-    "target N simulated devices (the run records them as simulated).",
+    help=with_default(
+        "Evaluate each round's candidates at once, one harness child per device: 'all' or "
+        "indexes such as 0,1,3 (pinned with CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES). A "
+        "round larger than the device count queues. Testing only: TLXDB_SIMULATED_DEVICES=N "
+        "gives a CPU target N simulated devices (the run records them as simulated).",
+        "one candidate at a time on the first device",
+    ),
 )
 def optimize(
     resume_ref: str | None,
@@ -236,6 +360,9 @@ def optimize(
       TLXDB_SIMULATED_DEVICES=4 tlxdb optimize --kernel k.py --bundle cpu_b/ --devices all
       tlxdb optimize --resume r20261130-101500-1a2b3c
     """
+    from optimizer.reporting.result import EXIT_INTERRUPTED
+    from optimizer.run import lifecycle
+
     if diagnostic_proton_intra_kernel:
         click.echo(
             "note: --diagnostic-proton-intra-kernel is accepted for TLX compatibility; tlxdb "
@@ -265,6 +392,10 @@ _RESUME_NAMES = {"bundle_dir": "bundle", "prior_runs": "prior_run"}
 
 def _run_request(store: Path, s: dict[str, Any]) -> lifecycle.RunRequest:
     """What `tlxdb optimize` asks of a new run, from its parameters `s`."""
+    from optimizer.bundle.loading import FLAG_DEFAULTS
+    from optimizer.providers import ProviderOptions
+    from optimizer.run import lifecycle
+
     if s["kernel"] is None:
         raise click.ClickException("missing --kernel (the kernel file to optimize)")
     flags = {name: s[name] for name in FLAG_DEFAULTS}
@@ -305,7 +436,10 @@ def _located(
     reference: Path | None,
     budget_flags: dict[str, Any],
 ) -> BundlePaths:
-    """The bundle's files; a note on stderr for each flag its budget.json overrides."""
+    """The bundle's files; a note on stderr for each typed flag budget.json disagrees with,
+    saying which wins."""
+    from optimizer.bundle.loading import budget_overrides, locate
+
     paths = locate(
         bundle_dir, harness=harness, cases=cases, target=target, budget=budget, reference=reference
     )
@@ -320,7 +454,7 @@ def _located(
 @click.option(
     "--strict-validation",
     is_flag=True,
-    help="Make every warning a failure (for CI pipelines of bundles).",
+    help="Make every warning a failure (for CI pipelines of bundles).  [default: off]",
 )
 def validate(
     strict_validation: bool,
@@ -346,21 +480,30 @@ def validate(
         raise click.ClickException(
             "missing --kernel (the kernel file the bundle is validated with)"
         )
+    from optimizer.run import lifecycle
+
     paths = _located(bundle_dir, harness, cases, target, budget, reference, budget_flags)
     rep = lifecycle.validate_only(
         kernel.resolve(), paths, budget_flags, arch, strict=strict_validation
     )
+    render_validation(rep)
+    if not rep.passed:
+        failed = next(c for c in rep.checks if not c.passed)
+        raise click.ClickException(
+            f"validation failed ({failed.name}); the bundle cannot protect an optimization"
+        )
+
+
+def render_validation(rep: Validated) -> None:
+    """The device line and the PASS/WARN/FAIL table on stdout, each warning once on stderr."""
+    from optimizer.reporting import live
+
     click.echo(f"device: {rep.device.kind} ({rep.device.backend}, {rep.device.architecture})")
     width = max(len(c.name) for c in rep.checks)
     for c in rep.checks:
         click.echo(f"{c.outcome.value.upper():<4}  {c.name:<{width}}  {c.detail}")
     for line in live.warning_lines(rep.checks):
         click.echo(line, err=True)
-    if not rep.passed:
-        failed = next(c for c in rep.checks if not c.passed)
-        raise click.ClickException(
-            f"validation failed ({failed.name}); the bundle cannot protect an optimization"
-        )
 
 
 def _run_envelopes(store: Path, ref: str) -> list[Envelope]:
@@ -372,7 +515,12 @@ def _run_envelopes(store: Path, ref: str) -> list[Envelope]:
 @click.argument("run")
 @store_option
 def show(run: str, store: Path) -> None:
-    """One run's timeline: every candidate, its evidence and its decision."""
+    """One run's timeline: every candidate, its evidence and its decision.
+
+    RUN is a run id, a unique prefix of one, or an output folder.
+    """
+    from optimizer.reporting import live
+
     envs = _run_envelopes(store, run)
     for line in live.timeline(envs):
         click.echo(line)
@@ -385,16 +533,22 @@ def show(run: str, store: Path) -> None:
     "--to",
     "to_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Where to write report.md, report.html and the figures (default: the run's output "
-    "folder when it exists, else the current folder).",
+    help=with_default(
+        "Where to write report.md, report.html and the figures.",
+        "the run's output folder when it exists, else the current folder",
+    ),
 )
 def report_cmd(run: str, store: Path, to_dir: Path | None) -> None:
     """Write a run's Markdown and HTML report with its figures, from the store's views, and
-    print the paths written.
+    print the paths written; on stderr, a warning where the run and its prior runs differ in
+    their environment (driver, clocks, power limit, NUMA node, CPUs).
 
     \b
     Example: tlxdb report r20261130-161908 --to /tmp/rep
     """
+    import queries
+    from optimizer.reporting import from_views
+
     s = open_store(store, create=False)
     run_id = s.resolve_run(run)
     if to_dir is None:
@@ -403,8 +557,11 @@ def report_cmd(run: str, store: Path, to_dir: Path | None) -> None:
         ).to_pylist()
         out = Path(row["output_dir"] or ".")
         to_dir = out if out.is_dir() else Path.cwd()
-    for p in from_views.write_run_report(s, run_id, to_dir):
+    written = from_views.write_run_report(s, run_id, to_dir)
+    for p in written.paths:
         click.echo(str(p))
+    for line in written.warnings:
+        click.echo(line, err=True)
 
 
 @click.command("history")
@@ -420,28 +577,55 @@ def report_cmd(run: str, store: Path, to_dir: Path | None) -> None:
 def history_cmd(kernel: str, store: Path, to_dir: Path) -> None:
     """Write the cross-run report of a kernel or bundle: the best ever per bundle and device,
     every run, baseline and best per case over time, what was refused (Markdown and HTML with
-    figures, from the store's views); prints the paths written.
+    figures, from the store's views); prints the paths written, and on stderr a warning where
+    runs on one kind of device differ in their environment.
 
     KERNEL is a kernel_id ("softmax_kernel @ softmax/kernel.py"), an entry point
-    ("softmax_kernel"), a normalized path ("softmax/kernel.py") or a bundle digest prefix.
+    ("softmax_kernel"), a normalized path ("softmax/kernel.py") or a bundle digest prefix
+    ("3f2a9c", with or without "sha256:").
 
     \b
-    Example: tlxdb history softmax_kernel --to /tmp/softmax-history
+    Examples:
+      tlxdb history softmax_kernel --to /tmp/softmax-history
+      tlxdb history 3f2a9c --to /tmp/bundle-history
     """
-    for p in from_views.write_history_report(open_store(store, create=False), kernel, to_dir):
+    from optimizer.reporting import from_views
+
+    written = from_views.write_history_report(open_store(store, create=False), kernel, to_dir)
+    for p in written.paths:
         click.echo(str(p))
+    for line in written.warnings:
+        click.echo(line, err=True)
 
 
 @click.command()
 @click.argument("run")
 @store_option
-@click.option("--min-speedup", type=float, help="Re-decide under this minimum speedup.")
-@click.option("--max-cv", type=float, help="Re-decide under this maximum CV.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.option(
+    "--min-speedup",
+    type=float,
+    help=with_default("Re-decide under this minimum speedup.", "the run's own"),
+)
+@click.option(
+    "--max-cv", type=float, help=with_default("Re-decide under this maximum CV.", "the run's own")
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="How the decisions are printed.",
+)
 def replay(
     run: str, store: Path, min_speedup: float | None, max_cv: float | None, fmt: str
 ) -> None:
-    """Rebuild a run from its events and re-decide it, optionally under other thresholds."""
+    """Rebuild a run from its events and re-decide it, optionally under other thresholds.
+
+    RUN is a run id, a unique prefix of one, or an output folder.
+    """
+    from optimizer.run import redecide
+
     outcome = redecide.redecide(_run_envelopes(store, run), min_speedup=min_speedup, max_cv=max_cv)
     if fmt == "json":
         click.echo(outcome.model_dump_json())

@@ -11,21 +11,14 @@ import io
 import json
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import pyarrow as pa
 
-import importers
-import queries
-from cli.options import open_store, store_option
-from optimizer.decision.identity import normalized_source
-from tlxstore.config import store_ref
-from tlxstore.errors import QueryFenceError
-from tlxstore.export import export_runs
-from tlxstore.store.connection import Sandbox
-from tlxstore.store.sql import JSON_FIELD
-from tlxstore.transfer import copy_runs
+from cli.options import open_store, store_option, with_default
+
+if TYPE_CHECKING:  # the store's modules are imported in the commands: `tlxdb --help` stays fast
+    import pyarrow as pa
 
 RUNS_SQL = "runs_listing"
 
@@ -61,6 +54,8 @@ def _jsonable(value: Any) -> Any:
 
 def render(table: pa.Table, fmt: str) -> str:
     """The rows of `table` as an aligned text table, CSV or a JSON list of objects."""
+    from tlxstore.store.sql import JSON_FIELD
+
     names = table.column_names
     if fmt == "json":  # each value of a JSON column nested as it is, not as an escaped string
         nested = [f.name for f in table.schema if (f.metadata or {}) == JSON_FIELD]
@@ -92,6 +87,8 @@ def render(table: pa.Table, fmt: str) -> str:
 @_format_option
 def runs_cmd(store: Path, fmt: str) -> None:
     """The runs in the store, newest first."""
+    import queries
+
     table = queries.query(open_store(store, create=False), queries.statement(RUNS_SQL))
     click.echo(render(table, fmt))
 
@@ -103,7 +100,8 @@ def runs_cmd(store: Path, fmt: str) -> None:
 @click.option(
     "--allow-files",
     is_flag=True,
-    help="Let the query read your own files too (read_parquet, read_csv); it still writes nothing.",
+    help="Let the query read your own files too (read_parquet, read_csv); it still writes "
+    "nothing.  [default: off]",
 )
 def query_cmd(sql: str, store: Path, fmt: str, allow_files: bool) -> None:
     """Run one read-only SQL SELECT over the store's views.
@@ -121,6 +119,10 @@ def query_cmd(sql: str, store: Path, fmt: str, allow_files: bool) -> None:
       tlxdb query "SELECT kernel_id, device_kind, best_revalidated_speedup FROM kernel_history"
       tlxdb query --allow-files "SELECT * FROM read_parquet('mine.parquet') LIMIT 5"
     """
+    import queries
+    from tlxstore.errors import QueryFenceError
+    from tlxstore.store.connection import Sandbox
+
     try:
         table = queries.query(
             open_store(store, create=False), sql, sandbox=Sandbox(allow_files=allow_files)
@@ -143,7 +145,11 @@ def query_cmd(sql: str, store: Path, fmt: str, allow_files: bool) -> None:
     type=click.Path(path_type=Path),
     help="A new folder for the export of runs; with --view, a new .parquet file.",
 )
-@click.option("--view", "view_name", help="Export one view's rows as a Parquet file instead.")
+@click.option(
+    "--view",
+    "view_name",
+    help=with_default("Export one view's rows as a Parquet file instead.", "export runs"),
+)
 @store_option
 def export_cmd(runs: tuple[str, ...], to: Path, view_name: str | None, store: Path) -> None:
     """Export runs (ids, unique prefixes or output folders) as Parquet plus a manifest, or one
@@ -154,6 +160,9 @@ def export_cmd(runs: tuple[str, ...], to: Path, view_name: str | None, store: Pa
       tlxdb export r20261130-161908 --to /tmp/softmax-run
       tlxdb export --view kernel_history --to kernel_history.parquet
     """
+    import queries
+    from tlxstore.export import export_runs
+
     if view_name is not None:
         if runs:
             raise click.UsageError("give runs or --view, not both")
@@ -172,6 +181,9 @@ def export_cmd(runs: tuple[str, ...], to: Path, view_name: str | None, store: Pa
 @store_option
 def import_cmd(paths: tuple[Path, ...], store: Path) -> None:
     """Import tlxdb exports, tlxdb output folders and TLX agent output folders (idempotent)."""
+    import importers
+    from optimizer.decision.identity import normalized_source
+
     report = importers.import_paths(
         open_store(store, create=True), paths, normalize=normalized_source
     )
@@ -179,6 +191,8 @@ def import_cmd(paths: tuple[Path, ...], store: Path) -> None:
 
 
 def _other_store(ctx: click.Context, param: click.Parameter, value: str) -> Any:
+    from tlxstore.config import store_ref
+
     return store_ref(value)
 
 
@@ -203,6 +217,8 @@ def push_cmd(runs: tuple[str, ...], target: Any, store: Any) -> None:
       tlxdb push --to 'ducklake:postgres://me@db/tlxdb?data_path=s3://team/tlxdb'
       tlxdb push r20261201-1a2b --store local.duckdb --to "$TEAM_STORE"
     """
+    from tlxstore.transfer import copy_runs
+
     report = copy_runs(
         open_store(store, create=False), lambda: open_store(target, create=True), runs
     )
@@ -229,6 +245,8 @@ def pull_cmd(runs: tuple[str, ...], source: Any, store: Any) -> None:
       tlxdb pull --from 'ducklake:postgres://me@db/tlxdb'          # every run of the team
       tlxdb pull r20261201-1a2b --from "$TEAM_STORE" --store local.duckdb
     """
+    from tlxstore.transfer import copy_runs
+
     report = copy_runs(
         open_store(source, create=False), lambda: open_store(store, create=True), runs
     )

@@ -58,6 +58,12 @@ class Settings(BaseModel):
         description="TLXDB_SIMULATED_DEVICES: testing only; a CPU target offers this many "
         "simulated device ids to --devices (evaluations recorded as simulated).",
     )
+    nvml_trace: Path | None = Field(
+        None,
+        description="TLXDB_NVML_TRACE: testing only; harness children and the run's environment "
+        "read NVML from this recorded trace (profilers/nvml.py), also on the CPU interpreter "
+        "(machine states and the environment recorded with source 'recorded').",
+    )
 
 
 ENV_VARS = {
@@ -65,6 +71,7 @@ ENV_VARS = {
     "lock_timeout_s": "TLXDB_LOCK_TIMEOUT_S",
     "child_python": "TLXDB_CHILD_PYTHON",
     "simulated_devices": "TLXDB_SIMULATED_DEVICES",
+    "nvml_trace": "TLXDB_NVML_TRACE",
 }
 
 

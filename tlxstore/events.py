@@ -138,6 +138,11 @@ class Thresholds(Frozen):
     max_extra_blocks: int = Field(default=6, ge=0)
     # the TLX agent's rule: a case noisier than max_cv blocks promotion whatever the interval
     strict_noise: bool = False
+    # the final revalidation's independent replicates (fresh children; None: 3 on a GPU, 1 on
+    # the CPU interpreter) and how far their speedups may spread (max / min - 1) for the
+    # finalist to be kept (docs/GUARDS.md, "Replicates")
+    replicates: int | None = Field(default=None, ge=1)
+    replicate_tolerance: float = Field(default=0.02, ge=0)
     # how many configurations of the kernel's nearest history (other cases, versions, devices of
     # the family, an edited source: the view nearest_history) tune re-measures first (docs/TUNE.md)
     history_seeds: int = Field(default=2, ge=0)
@@ -380,8 +385,10 @@ class BenchmarkSampled(Event):
     case_id: str
     phase: Phase = Phase.ROUND
     block: int = 0  # the alternation block within its window
-    window_id: str | None = None  # the candidate's id, or remeasure_window(it)
-    extra: bool = False  # a block added because a case of the window was noisier than max_cv
+    window_id: str | None = None  # the candidate's id, or remeasure_window(it), ...
+    # a block added beyond the first ones: a case of the window was noisier than max_cv, or a
+    # call of it ran while the GPU throttled or was shared (MachineSampled), measured again
+    extra: bool = False
     samples_us: list[float]
     warmup_count: int | None = None
     cache_policy: str | None = None
@@ -395,6 +402,90 @@ class BenchmarkSampled(Event):
 def remeasure_window(candidate_id: str) -> str:
     """The window of a candidate's second measurement (after a tripwire fired)."""
     return f"{candidate_id}.remeasure"
+
+
+def replicate_window(finalist_id: str, replicate: int) -> str:
+    """The window id of a final revalidation's replicate (0-based): the finalist's own id for
+    the first, as before replicates existed, then `<finalist>.replicate2`, ..."""
+    return finalist_id if replicate == 0 else f"{finalist_id}.replicate{replicate + 1}"
+
+
+class Neighbour(Frozen):
+    """Another process on the GPU while a benchmark call ran (NVML's process list)."""
+
+    pid: int  # as NVML reports it
+    name: str | None = None  # its command name, where this host can read it
+    used_memory_bytes: int | None = None  # the most it held on the device; None: not reported
+    readings: int  # how many of the call's readings saw it
+
+
+class MachineSampled(Event):
+    """The GPU's state while one harness benchmark() call ran: the call whose BenchmarkSampled
+    has the same candidate, case, phase, window and block. Read through NVML in the harness
+    child (profilers/nvml.py): once as the call starts, every 50 ms while it runs, once as it
+    ends. Clocks in MHz, power in W, temperature in degrees C; None where NVML could not say.
+    `reasons`: each clocks event reason NVML set (sw_power_cap, hw_slowdown, ...) with the
+    number of readings it was set in. `neighbours`: the other processes on the device. A call
+    seen under a degrading reason or beside a neighbour is left out of every decision and
+    measured again (optimizer/decision/machine.py); its samples stay in the store."""
+
+    type: Literal["MachineSampled"] = "MachineSampled"
+    candidate_id: str
+    case_id: str
+    phase: Phase = Phase.ROUND
+    window_id: str | None = None
+    block: int = 0
+    readings: int = Field(ge=0)
+    duration_ms: float
+    sm_clock_min_mhz: float | None = None
+    sm_clock_median_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    mem_clock_min_mhz: float | None = None
+    mem_clock_median_mhz: float | None = None
+    power_median_w: float | None = None
+    power_max_w: float | None = None
+    temperature_max_c: float | None = None
+    reasons: dict[str, int] = {}
+    neighbours: list[Neighbour] = []
+    source: str = "nvml"  # "recorded": replayed from a trace (TLXDB_NVML_TRACE, for testing)
+
+
+class RunEnvironment(Event):
+    """The machine a run measures on, read once as it starts (and again when it is resumed):
+    the GPU's driver, persistence mode, application clocks, power limit and NUMA node, the CPUs
+    the harness child may run on and their frequency governor. What could not be read is None;
+    `unavailable` says why NVML could not be read at all (the CPU interpreter, no driver), in
+    which case no machine state, throttling, neighbour or host cost is recorded in the run.
+    `history` and `report` warn where runs compared side by side differ in COMPARED."""
+
+    COMPARED: ClassVar[tuple[str, ...]] = (
+        "driver_version",
+        "persistence_mode",
+        "application_sm_clock_mhz",
+        "application_mem_clock_mhz",
+        "power_limit_w",
+        "gpu_numa_node",
+        "cpu_affinity",
+        "cpu_governor",
+    )
+    type: Literal["RunEnvironment"] = "RunEnvironment"
+    source: str | None = None  # "nvml", "recorded" (TLXDB_NVML_TRACE), None: not read
+    unavailable: str | None = None
+    gpu_name: str | None = None
+    gpu_uuid: str | None = None
+    pci_bus_id: str | None = None
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    persistence_mode: bool | None = None
+    application_sm_clock_mhz: int | None = None
+    application_mem_clock_mhz: int | None = None
+    default_application_sm_clock_mhz: int | None = None
+    max_sm_clock_mhz: int | None = None
+    power_limit_w: float | None = None
+    default_power_limit_w: float | None = None
+    gpu_numa_node: int | None = None
+    cpu_affinity: list[int] | None = None
+    cpu_governor: str | None = None
 
 
 class ProfileCollected(Event):
@@ -536,8 +627,10 @@ class ExclusionRecorded(Event):
 
 
 class FinalistRevalidated(Event):
-    """One finalist against a fresh baseline, alternated in one child. When it does not survive,
-    the next promoted candidate by decided speedup is revalidated (the winner chain, at most
+    """One finalist against a fresh baseline, alternated in one child, in each of its
+    independent replicates (a fresh child each; `replicate_speedups`, one per replicate, in
+    order; empty before replicates existed, which measured one). When it does not survive, the
+    next promoted candidate by decided speedup is revalidated (the winner chain, at most
     MAX_FINALISTS of optimizer/run/loop.py); the first that survives is the winner."""
 
     SCHEMA_VERSION: ClassVar[int] = 2
@@ -551,6 +644,7 @@ class FinalistRevalidated(Event):
     alternations: int
     cases: list[CaseSpeedup] = []
     notes: list[str] = []
+    replicate_speedups: list[float] = []
 
 
 class CommitAttempted(Event):
@@ -638,7 +732,9 @@ AnyEvent = Annotated[
     | DeviceEvaluated
     | LaunchesObserved
     | KnobsUnreadable
-    | ProfilingFinished,
+    | ProfilingFinished
+    | MachineSampled
+    | RunEnvironment,
     Field(discriminator="type"),
 ]
 

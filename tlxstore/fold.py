@@ -27,10 +27,12 @@ from tlxstore.events import (
     InfrastructureFailed,
     IntegrityFlagged,
     LaunchesObserved,
+    MachineSampled,
     ModelExchanged,
     Outcome,
     ProfileCollected,
     RooflineAssessed,
+    RunEnvironment,
     RunFinished,
     RunStarted,
     SearchEnded,
@@ -45,6 +47,7 @@ class CandidateState:
     build: BuildFinished | None = None
     verifications: list[CaseVerified] = field(default_factory=list)
     samples: list[BenchmarkSampled] = field(default_factory=list)
+    machine: list[MachineSampled] = field(default_factory=list)  # the GPU during its calls
     profiles: list[ProfileCollected] = field(default_factory=list)
     rooflines: list[RooflineAssessed] = field(default_factory=list)
     launches: list[LaunchesObserved] = field(default_factory=list)
@@ -122,6 +125,7 @@ class RunState:
     search_ended: SearchEnded | None = None
     finished: RunFinished | None = None
     devices: DevicesAssigned | None = None  # a parallel run's devices
+    environments: list[RunEnvironment] = field(default_factory=list)  # at start, each resume
     last_seq: int = -1
     # the device of the evaluation whose evidence is being applied, and how many events it has left
     _evaluation: tuple[str, int] | None = field(default=None, repr=False)
@@ -182,6 +186,10 @@ class RunState:
             case BenchmarkSampled():
                 self.candidates[e.candidate_id].samples.append(e)
                 self.candidates[e.candidate_id].sample_devices.append(device)
+            case MachineSampled():
+                self.candidates[e.candidate_id].machine.append(e)
+            case RunEnvironment():
+                self.environments.append(e)
             case ProfileCollected():
                 self.candidates[e.candidate_id].profiles.append(e)
             case RooflineAssessed():

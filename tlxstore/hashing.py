@@ -37,3 +37,9 @@ def canonical_json(value: Any) -> str:
 def digest_json(value: Any) -> str:
     """The tagged sha256 of a JSON-able value in canonical form."""
     return digest_text(canonical_json(value))
+
+
+def tagged_prefix(prefix: str) -> str:
+    """A digest prefix as a user types it, tagged: "3f2a9c" -> "sha256:3f2a9c"; one that names
+    its algorithm ("sha256:3f2a9c") stays as it is."""
+    return prefix if ":" in prefix else f"{ALGORITHM}:{prefix}"

@@ -99,6 +99,8 @@ class BudgetFile(BaseModel):
     benchmark_repetitions: int | None = Field(None, gt=0)
     max_extra_blocks: int | None = Field(None, ge=0)
     strict_noise: bool | None = None
+    replicates: int | None = Field(None, gt=0)
+    replicate_tolerance: float | None = Field(None, ge=0, allow_inf_nan=False)
     history_seeds: int | None = Field(None, ge=0)
 
 
@@ -388,6 +390,7 @@ _BOUNDS = {
     "min_speedup": "must be at least 1",
     "max_cv": "must not be negative",
     "max_extra_blocks": "must not be negative",
+    "replicate_tolerance": "must not be negative",
     "history_seeds": "must not be negative",
 }
 """Each threshold's bound where it is not "greater than 0" (max_cv 0 admits only constant

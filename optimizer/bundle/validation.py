@@ -146,6 +146,11 @@ _GFX_ALIASES: dict[str, str] = {
     **dict.fromkeys(("mi300", "mi300x", "mi300a", "mi325", "mi325x", "cdna3"), "gfx942"),
     **dict.fromkeys(("mi350", "mi350x", "mi355", "mi355x", "cdna4"), "gfx950"),
 }
+_FAMILIES = {  # what a user calls the parts of an expected architecture, for the mismatch line
+    "sm_8x": "Ampere or Ada: A100, A10, L4, L40",
+    "sm_9x": "Hopper: H100, H200, GH200",
+    "sm_10x": "Blackwell: B200, GB200",
+}
 _SM = re.compile(r"^(?:sm_?)?(\d{2,3})[a-z]?$")
 _GFX = re.compile(r"gfx[0-9a-f]+")
 
@@ -204,6 +209,12 @@ def check_arch(arch: str | None, device: DeviceInfo, target_architecture: str = 
             "(e.g. sm_90, hopper, H100, sm_100, blackwell, gfx942, mi300x)"
         )
     if not _satisfies(expected, device):
+        if arch is None:  # a bundle written for another GPU: say which, and how to get one
+            family = _FAMILIES.get(expected)
+            raise ArchMismatchError(
+                f"{where} expects {expected}{f' ({family})' if family else ''}, but the device "
+                f"({device.kind}) is {have}; `tlxdb bundle new` writes a bundle for this device"
+            )
         raise ArchMismatchError(
             f"{where} expects {expected}, but the device ({device.kind}) is {have}"
         )

@@ -29,8 +29,18 @@ own samples rescaled between devices in a parallel run.
 8. the ncu veto (optimizer.decision.kernel.ncu_veto): no scored case's main kernel runs more
    than 1% longer under ncu than the baseline's.
 
-`decide_revalidation` judges a finalist from its revalidation window only (the finalist and a
-fresh baseline, same child, alternated), never from the round-0 baseline, under rules 3-5.
+Every window leaves out the benchmark calls that ran while the GPU throttled or was shared
+(optimizer.decision.machine: marked calls stay in the store); a case with nothing left beside
+the baseline fails the candidate unmeasured (its source may come again). Whatever the outcome,
+the decision notes the marked calls and the host-bound cases (machine.host_notes).
+
+`decide_revalidation` judges a finalist from its revalidation windows only (the finalist and a
+fresh baseline, same child, alternated; one window per independent replicate, each a fresh
+child), never from the round-0 baseline, under rules 3-5 on their pooled blocks, and keeps it only
+when the replicates agree that it wins: replicates whose speedups spread further than
+`replicate_tolerance` (max / min - 1) keep it, with a note, when each of them is at least
+`min_speedup` (they differ in the size of the win, not in the win); under `strict_noise`, or when
+one falls short, it is refused.
 
 Reasons name every criterion that failed, with the numbers; notes what qualified a promotion.
 """
@@ -40,7 +50,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
-from optimizer.decision import kernel, stats
+from optimizer.decision import kernel, machine, stats
 from tlxstore.events import (
     BASELINE_ID,
     CaseSpeedup,
@@ -51,6 +61,7 @@ from tlxstore.events import (
     Phase,
     Thresholds,
     remeasure_window,
+    replicate_window,
 )
 from tlxstore.fold import CandidateState, RunState, full_measurement
 
@@ -257,10 +268,14 @@ def _scored(
 def window_blocks(
     state: RunState, window_id: str, phase: Phase
 ) -> dict[str, dict[str, dict[int, list[float]]]]:
-    """Every member's samples in one window: member -> case -> block -> samples."""
+    """Every member's samples in one window: member -> case -> block -> samples; the calls
+    that ran while the GPU throttled or was shared (machine.marked_calls) left out."""
+    marked = machine.marked_calls(state, window_id, phase)
     out: dict[str, dict[str, dict[int, list[float]]]] = {}
     for cid, c in state.candidates.items():
         for s in c.window_samples(window_id, phase):
+            if (cid, s.case_id, s.block) in marked:
+                continue
             out.setdefault(cid, {}).setdefault(s.case_id, {}).setdefault(s.block, []).extend(
                 s.samples_us
             )
@@ -287,6 +302,14 @@ def _windows(cand: CandidateState, phase: Phase) -> list[str]:
     re-measurement's (not the later windows it was a reference in)."""
     own = (cand.candidate_id, remeasure_window(cand.candidate_id))
     return [w for w in own if cand.window_samples(w, phase)]
+
+
+def _replicate_windows(fin: CandidateState) -> list[str]:
+    """The windows of a finalist's revalidation, one per replicate, in order."""
+    out: list[str] = []
+    while fin.window_samples(w := replicate_window(fin.candidate_id, len(out)), Phase.REVALIDATION):
+        out.append(w)
+    return out
 
 
 @dataclass(frozen=True)
@@ -335,6 +358,17 @@ def _decide_in_windows(
     for w in windows:
         members = window_blocks(state, w, Phase.ROUND)
         base_b, cand_b = paired(members.get(BASELINE_ID, {}), members.get(cid, {}))
+        lost = _lost_to_marks(state, cid, w, Phase.ROUND, cand_b)
+        if lost:
+            return DecisionMade(
+                candidate_id=cid,
+                outcome=Outcome.FAILED,
+                reason=f"no benchmark call of case {lost[0]} ran on a quiet GPU beside the "
+                "baseline (every one it had throttled or shared the GPU): not a measurement of "
+                "its source",
+                measured=False,
+                notes=[n for n in [machine.marked_note(state, w, Phase.ROUND)] if n],
+            )
         scored, problem = _scored(weights, protected, cand, members.get(cid, {}), base_b)
         if problem:
             return _failed(cid, problem)
@@ -367,7 +401,21 @@ def _decide_in_windows(
     scored = {c.case_id: c.weight for c in measurements[0].vs_baseline.cases}
     problems += kernel.ncu_veto(state, cid, scored)
     worst = min((m.vs_baseline for m in measurements), key=lambda c: c.speedup)
-    return _verdict(state, cand, worst, problems, notes, tripped)
+    latency = {c.case_id: c.candidate_median_us for c in measurements[0].vs_baseline.cases}
+    machine_notes = [n for w in windows if (n := machine.marked_note(state, w, Phase.ROUND))]
+    machine_notes += machine.host_notes(state, cid, latency)
+    return _verdict(state, cand, worst, problems, notes, tripped, machine_notes)
+
+
+def _lost_to_marks(
+    state: RunState, cid: str, window_id: str, phase: Phase, kept: Blocks
+) -> list[str]:
+    """The cases the candidate was benchmarked on in the window that have no block left beside
+    the baseline because calls were marked (machine.marked_calls)."""
+    marked = machine.marked_calls(state, window_id, phase)
+    measured = {s.case_id for s in state.candidates[cid].window_samples(window_id, phase)}
+    touched = {case for _, case, _ in marked}
+    return sorted(c for c in measured if c in touched and c not in kept)
 
 
 def _verdict(
@@ -377,7 +425,10 @@ def _verdict(
     problems: list[str],
     notes: list[str],
     tripped: list,
+    machine_notes: list[str] | None = None,
 ) -> DecisionMade:
+    """`notes` (what qualified the measurement) and `machine_notes` (marked calls, host-bound
+    cases) are both kept whatever the outcome."""
     incumbent = state.incumbent_id
     if problems:
         reason = "; ".join(problems)
@@ -398,7 +449,7 @@ def _verdict(
         compared_to=incumbent,
         cases=worst.cases,
         measured=full_measurement(cand),
-        notes=notes,
+        notes=notes + (machine_notes or []),
     )
 
 
@@ -567,9 +618,10 @@ def decide_revalidation(
     weights: Mapping[str, float],
     protected: Collection[str] | None = None,
 ) -> FinalistRevalidated:
-    """Whether the finalist survives against the fresh baseline, from its revalidation window
-    only (REVALIDATION samples of window `finalist_id`; before windows, every REVALIDATION
-    sample, each side one block)."""
+    """Whether the finalist survives against the fresh baseline, from its revalidation windows
+    only (REVALIDATION samples of its windows, one per replicate, their blocks pooled; before
+    windows, every REVALIDATION sample, each side one block), and whether its replicates
+    agree."""
     protected = set(weights) if protected is None else set(protected)
     fin = state.candidates[finalist_id]
     base = state.candidates[baseline_id]
@@ -580,6 +632,7 @@ def decide_revalidation(
         comp: Comparison | None = None,
         alternations: int = 0,
         notes: list[str] | None = None,
+        replicates: list[float] | None = None,
     ) -> FinalistRevalidated:
         return FinalistRevalidated(
             candidate_id=finalist_id,
@@ -591,6 +644,7 @@ def decide_revalidation(
             alternations=alternations,
             cases=[] if comp is None else comp.cases,
             notes=notes or [],
+            replicate_speedups=replicates or [],
         )
 
     reval = Phase.REVALIDATION
@@ -602,16 +656,8 @@ def decide_revalidation(
             return result(
                 False, f"protected case {v.case_id} failed verification during revalidation"
             )
-    if fin.window_samples(finalist_id, reval):
-        members = window_blocks(state, finalist_id, reval)
-        base_b, fin_b = paired(members.get(baseline_id, {}), members.get(finalist_id, {}))
-        alternations = max((len(b) for b in fin_b.values()), default=0)
-    else:  # measured before windows: the blocks were whole alternations, compared pooled
-        fin_blocks = _by_block(fin, lambda p: p == reval)
-        base_blocks = _by_block(base, lambda p: p == reval)
-        alternations = len(set(fin_blocks) & set(base_blocks))
-        base_b = {c: [s] for c, s in _merge(base_blocks).items()}
-        fin_b = {c: [s] for c, s in _merge(fin_blocks).items()}
+    replicas, machine_notes = _replicas(state, _replicate_windows(fin), finalist_id, baseline_id)
+    base_b, fin_b, alternations = _revalidation_blocks(replicas, fin, base, weights)
     if alternations < 3:
         return result(
             False,
@@ -631,12 +677,97 @@ def decide_revalidation(
             )
     comp = compare_blocks(base_b, fin_b, scored)
     found = measurement_problems(comp, thresholds, protected)
-    if found.problems:
-        return result(False, "; ".join(found.problems), comp, alternations)
+    speedups = _replicate_speedups(replicas, scored)
+    disagree = _replicate_problem(speedups, thresholds.replicate_tolerance)
+    holds_in_each = bool(speedups) and min(speedups) >= thresholds.min_speedup
+    problem = "; ".join(found.problems) or (
+        disagree if disagree and (thresholds.strict_noise or not holds_in_each) else None
+    )
+    if problem:
+        return result(False, problem, comp, alternations, found.notes + machine_notes, speedups)
+    if disagree:
+        agreed = [
+            f"{len(speedups)} replicates in fresh children differ in size: "
+            f"{_speedups_text(speedups)}, above the bound of "
+            f"{thresholds.replicate_tolerance:.2%}; each is above min {thresholds.min_speedup}, "
+            f"so the win holds: its smallest, {min(speedups):.4f}x, is the one to quote"
+        ]
+    elif len(speedups) > 1:
+        agreed = [f"{len(speedups)} replicates in fresh children agree: {_speedups_text(speedups)}"]
+    else:
+        agreed = []
     return result(
         True,
         f"speedup {_fmt(comp)} against a fresh baseline over {alternations} interleaved alternations",
         comp,
         alternations,
-        found.notes,
+        found.notes + agreed + machine_notes,
+        speedups,
+    )
+
+
+def _revalidation_blocks(
+    replicas: list[tuple[Blocks, Blocks]],
+    fin: CandidateState,
+    base: CandidateState,
+    weights: Mapping[str, float],
+) -> tuple[Blocks, Blocks, int]:
+    """The baseline's and the finalist's revalidation blocks per case, and the alternations
+    they make: the replicates' windows pooled; before windows (no replicas), every
+    REVALIDATION sample, each side one block, and the alternations both sides measured."""
+    if replicas:
+        base_b = {c: [b for r, _ in replicas for b in r.get(c, [])] for c in weights}
+        fin_b = {c: [b for _, f in replicas for b in f.get(c, [])] for c in weights}
+        return base_b, fin_b, max((len(b) for b in fin_b.values()), default=0)
+    reval = Phase.REVALIDATION
+    fin_blocks = _by_block(fin, lambda p: p == reval)
+    base_blocks = _by_block(base, lambda p: p == reval)
+    alternations = len(set(fin_blocks) & set(base_blocks))
+    base_b = {c: [s] for c, s in _merge(base_blocks).items()}
+    fin_b = {c: [s] for c, s in _merge(fin_blocks).items()}
+    return base_b, fin_b, alternations
+
+
+def _replicas(
+    state: RunState, windows: list[str], finalist_id: str, baseline_id: str
+) -> tuple[list[tuple[Blocks, Blocks]], list[str]]:
+    """Each revalidation window's (baseline, finalist) blocks, paired within it (marked calls
+    left out), and the notes on its marked calls."""
+    reval = Phase.REVALIDATION
+    replicas = []
+    notes = []
+    for i, wid in enumerate(windows):
+        members = window_blocks(state, wid, reval)
+        replicas.append(paired(members.get(baseline_id, {}), members.get(finalist_id, {})))
+        note = machine.marked_note(state, wid, reval)
+        if note:
+            notes.append(f"replicate {i + 1}: {note}" if len(windows) > 1 else note)
+    return replicas, notes
+
+
+def _replicate_speedups(
+    replicas: list[tuple[Blocks, Blocks]], scored: Mapping[str, float]
+) -> list[float]:
+    """Each replicate's speedup over the scored cases it has blocks of (a replicate with none,
+    every call of it marked, is left out)."""
+    out = []
+    for base_b, fin_b in replicas:
+        cases = {c: w for c, w in scored.items() if base_b.get(c) and fin_b.get(c)}
+        if cases:
+            out.append(stats.blocked_speedup(base_b, fin_b, cases))
+    return out
+
+
+def _speedups_text(speedups: list[float]) -> str:
+    spread = max(speedups) / min(speedups) - 1.0
+    return f"{', '.join(f'{x:.4f}x' for x in speedups)} (spread {spread:.2%})"
+
+
+def _replicate_problem(speedups: list[float], tolerance: float) -> str | None:
+    """Why the replicates do not agree (max / min - 1 above `tolerance`), or None."""
+    if len(speedups) < 2 or max(speedups) / min(speedups) - 1.0 <= tolerance:
+        return None
+    return (
+        f"its {len(speedups)} replicates in fresh children disagree: {_speedups_text(speedups)}, "
+        f"above the bound of {tolerance:.2%} (--replicate-tolerance)"
     )

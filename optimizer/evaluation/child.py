@@ -11,7 +11,9 @@ came back into JSON, and reports exceptions as text (the tail of the traceback).
 
 `attribute` runs one extra `benchmark(artifact, case, 1)` (or one `verify`) under Proton and
 returns which kernels ran, how often and for how long; where Proton cannot run (the Triton
-interpreter, no GPU) it says why and returns no numbers. `ncu_range` is for a child started under
+interpreter, no GPU) it says why and returns no numbers. A `benchmark` with `machine` samples
+NVML while the harness call runs (profilers/nvml.py) and replies with the call's machine state
+(`machine`: MachineSampled's fields), where NVML can be read. `ncu_range` is for a child started under
 `ncu --profile-from-start off`: it opens ncu's profiling range around exactly one launch of the
 main kernel, after `skip` launches of it (warm-up), within up to `calls` harness calls
 (`verify`, or `benchmark(artifact, case, 1)`). `warm` creates the CUDA context ahead of need.
@@ -35,6 +37,7 @@ from typing import Any
 
 from optimizer.evaluation.guards.snapshot import Snapshot, bundle_modules
 from optimizer.evaluation.launches import observing
+from tlxstore.config import settings
 from tlxstore.events import KernelLaunch
 
 HARNESS_MODULE = "harness"
@@ -96,9 +99,47 @@ def _declared_int(value: Any) -> int | None:
     return int(f) if math.isfinite(f) and f > 0 else None
 
 
+def _interpreted() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "").lower() in ("1", "true", "on", "yes")
+
+
+def machine_source() -> Any:
+    """The NVML source of this child (profilers.nvml.Nvml): a recorded trace where
+    TLXDB_NVML_TRACE names one, else the GPU torch measures on; NvmlUnavailable says why not."""
+    from profilers import nvml
+
+    trace = settings().nvml_trace
+    if trace is not None:
+        return nvml.RecordedNvml.load(trace)
+    if _interpreted():
+        raise nvml.NvmlUnavailable(
+            "NVML is unavailable on this target: the Triton interpreter runs kernels on the CPU"
+        )
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        raise nvml.NvmlUnavailable(
+            "NVML is unavailable on this target: no GPU is visible to the harness child"
+        )
+    if getattr(torch.version, "hip", None):
+        raise nvml.NvmlUnavailable("NVML is unavailable on this target: NVML reads NVIDIA GPUs")
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    bus, dev = getattr(props, "pci_bus_id", None), getattr(props, "pci_device_id", None)
+    domain = getattr(props, "pci_domain_id", 0) or 0
+    uuid = getattr(props, "uuid", None)
+    return nvml.open_device(
+        nvml.Selector(
+            pci_bus_id=f"{domain:04x}:{bus:02x}:{dev:02x}.0"
+            if bus is not None and dev is not None
+            else None,
+            uuid=str(uuid) if uuid is not None else None,
+            index=nvml.Selector.from_environment(os.environ).index,
+        )
+    )
+
+
 def proton_unavailable() -> str | None:
     """Why Proton cannot profile in this process (None: it can try)."""
-    if os.environ.get("TRITON_INTERPRET", "").lower() in ("1", "true", "on", "yes"):
+    if _interpreted():
         return (
             "Proton is unavailable on this target: the Triton interpreter runs kernels on the CPU"
         )
@@ -205,6 +246,19 @@ class Child:
         self.artifacts: dict[str, Any] = {}
         self.bundle_root: Path | None = None
         self.changed: Callable[[], list[str]] | None = None
+        self.sampler: Any = None  # profilers.nvml.DeviceSampler, once NVML was opened
+        self.no_machine: str | None = None  # why NVML cannot be read here, once tried
+
+    def _sampler(self) -> Any:
+        """This child's NVML sampler (None where NVML cannot be read: tried once)."""
+        if self.sampler is None and self.no_machine is None:
+            from profilers import nvml
+
+            try:
+                self.sampler = nvml.DeviceSampler(machine_source())
+            except nvml.NvmlUnavailable as e:
+                self.no_machine = str(e)
+        return self.sampler
 
     # ---- commands ------------------------------------------------------------------------
     def load(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -329,10 +383,14 @@ class Child:
 
     def benchmark(self, msg: dict[str, Any]) -> dict[str, Any]:
         case = msg["case"]
+        sampler = self._sampler() if msg.get("machine") else None
+        machine: dict[str, Any] | None = None
         try:
-            result = self.harness.benchmark(
-                self.artifacts[msg["key"]], case, int(msg["repetitions"])
-            )
+            with sampler.sampling() if sampler is not None else contextlib.nullcontext() as m:
+                machine = m
+                result = self.harness.benchmark(
+                    self.artifacts[msg["key"]], case, int(msg["repetitions"])
+                )
         except BaseException:
             return {"ok": False, "error": "benchmark raised", "traceback": _tb()}
         warmup = cache_policy = None
@@ -381,6 +439,7 @@ class Child:
             "cache_policy": cache_policy,
             "bytes_moved": _declared_int(declared.get("bytes_moved")),
             "flops": _declared_int(declared.get("flops")),
+            "machine": machine,
         }
 
     def profile(self, msg: dict[str, Any]) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from optimizer.bundle.spec import CaseSpec
-from optimizer.decision import stats
+from optimizer.decision import machine, stats
 from optimizer.evaluation import attribution, window
 from optimizer.evaluation.guards import files as file_guard
 from optimizer.evaluation.guards import static as static_guard
@@ -56,6 +56,7 @@ from tlxstore.events import (
     IntegrityFlagged,
     KernelLaunch,
     LaunchesObserved,
+    MachineSampled,
     Phase,
     ProfileCollected,
     ProfileMetric,
@@ -592,17 +593,20 @@ class Evaluator:
         *,
         max_cv: float | None = None,
         max_extra_blocks: int = 0,
+        window_id: str | None = None,
     ) -> EvalSummary:
         """Build finalist (A) and baseline (B) in one child, verify both, then benchmark them in
         one window (optimizer.evaluation.window) of `alternations` times `repetitions` samples
-        per side and case, all with phase=REVALIDATION and the finalist's window id; verify A
-        once more after."""
+        per side and case, all with phase=REVALIDATION and window id `window_id` (default the
+        finalist's; each replicate of a final revalidation has its own, in a child of its
+        own); verify A once more after."""
         if alternations < 3:
             raise ValueError("final revalidation needs at least 3 alternations")
+        wid = window_id or finalist_id
 
         def body(session: _Session, loaded: dict[str, Any], p: _Progress) -> None:
-            a = _Run(self, session, finalist_id, Phase.REVALIDATION, emit, finalist_id)
-            b = _Run(self, session, baseline_id, Phase.REVALIDATION, emit, finalist_id)
+            a = _Run(self, session, finalist_id, Phase.REVALIDATION, emit, wid)
+            b = _Run(self, session, baseline_id, Phase.REVALIDATION, emit, wid)
             if not a.build("A", finalist_source):
                 raise _Stop("the finalist failed to build")
             if not b.build("B", baseline_source):
@@ -829,8 +833,10 @@ class _Run:
         block: int,
         warm_up: bool = False,
         extra: bool = False,
-    ) -> list[float]:
-        """One harness call benchmarking one case; its samples. `warm_up`: first one call
+    ) -> tuple[list[float], bool]:
+        """One harness call benchmarking one case; its samples, and whether the call is marked
+        (it ran while the GPU throttled or was shared: optimizer.decision.machine; the child
+        samples NVML while the call runs, where it can). `warm_up`: first one call
         `benchmark(artifact, case, 1)` after the GPU idled through build and verification, its
         samples kept as `warmup_samples_us` and out of every statistic. Measured on the H200: a
         4096^3 fp16 GEMM's first do_bench after that idle ran 8-15% faster than every later one
@@ -838,7 +844,13 @@ class _Run:
         confidence interval."""
         warm: list[float] = self._warm_up(key, case) if warm_up else []
         reply = self._call(
-            {"op": "benchmark", "key": key, "case": _case_dict(case), "repetitions": repetitions}
+            {
+                "op": "benchmark",
+                "key": key,
+                "case": _case_dict(case),
+                "repetitions": repetitions,
+                "machine": True,
+            }
         )
         if not reply.get("ok"):
             detail = str(reply.get("error"))
@@ -874,7 +886,18 @@ class _Run:
                 warmup_samples_us=warm,
             )
         )
-        return samples
+        if not reply.get("machine"):
+            return samples, False
+        state = MachineSampled(
+            candidate_id=self.cid,
+            case_id=case.case_id,
+            phase=self.phase,
+            window_id=self.window_id,
+            block=block,
+            **reply["machine"],
+        )
+        self.emit(state)
+        return samples, bool(machine.marks(state))
 
     def _warm_up(self, key: str, case: CaseSpec) -> list[float]:
         """One `benchmark(artifact, case, 1)`; its samples, or [] where it fails (the
@@ -996,39 +1019,59 @@ def _measure_window(
     warm_up: bool = False,
 ) -> dict[str, float]:
     """Benchmark `members` (each a candidate's commands and its artifact key; the evaluated one
-    first) alternately, block by block, in whole turns, then give a case noisier than req.max_cv
-    more turns, up to req.max_extra_blocks blocks (optimizer.evaluation.window). Returns the
-    first member's median per case. `warm_up`: the window's first call is preceded by one
-    warm-up call (benchmark_case)."""
+    first) alternately, block by block, in whole turns (optimizer.evaluation.window). Then more
+    turns for the cases that need them: a case with a marked call (it ran while the GPU throttled
+    or was shared) gets turns until as many extra blocks as it had marked calls were measured, up
+    to window.MAX_REMEASURED_BLOCKS blocks; a case noisier than req.max_cv, judged on the calls that
+    are not marked, gets one up to req.max_extra_blocks blocks. Returns the first member's median
+    per case, marked calls left out (a case with none left is missing). `warm_up`: the window's
+    first call is preceded by one warm-up call (benchmark_case)."""
     samples: dict[str, dict[str, list[float]]] = {run.cid: {} for run, _ in members}
+    owed: dict[str, int] = {}  # case -> its marked calls not yet measured again
     warm = warm_up and bool(cases)
 
     def block(index: int, repetitions: int, block_cases: list[CaseSpec], extra: bool) -> None:
         nonlocal warm
         for case in block_cases:
             for run, key in window.order(members, index):
-                got = run.benchmark_case(
+                got, was_marked = run.benchmark_case(
                     key, case, repetitions, block=index, warm_up=warm, extra=extra
                 )
                 warm = False
-                samples[run.cid].setdefault(case.case_id, []).extend(got)
+                if was_marked:
+                    owed[case.case_id] = owed.get(case.case_id, 0) + 1
+                else:
+                    samples[run.cid].setdefault(case.case_id, []).extend(got)
 
     size = window.per_call(req.repetitions)
-    first = window.first_blocks(req.repetitions, len(members))
-    for index in range(first):
-        block(index, size, cases, False)
-    if req.max_cv is not None:
-        by_id = {c.case_id: c for c in cases}
-        index = first
-        for _ in range(window.extra_turns(req.max_extra_blocks, len(members))):
-            noisy = window.noisy_cases(samples, list(by_id), req.max_cv)
-            if not noisy:
-                break
-            for _ in members:  # a whole turn: each member first once
-                block(index, size, [by_id[c] for c in noisy], True)
-                index += 1
+    turn = len(members)
+    index = window.first_blocks(req.repetitions, turn)
+    for b in range(index):
+        block(b, size, cases, False)
+    by_id = {c.case_id: c for c in cases}
+    remeasure_turns = window.MAX_REMEASURED_BLOCKS // turn
+    noisy_turns = window.extra_turns(req.max_extra_blocks, turn) if req.max_cv is not None else 0
+    while True:
+        again = [c for c in by_id if owed.get(c)] if remeasure_turns else []
+        noisy = (
+            window.noisy_cases(samples, list(by_id), req.max_cv)
+            if noisy_turns and req.max_cv is not None
+            else []
+        )
+        todo = [by_id[c] for c in by_id if c in again or c in noisy]
+        if not todo:
+            break
+        for _ in range(turn):  # a whole turn: each member first once
+            block(index, size, todo, True)
+            index += 1
+        for c in again:  # the turn's blocks measured that many marked calls again
+            owed[c] = max(0, owed[c] - turn)
+        if again:
+            remeasure_turns -= 1
+        else:
+            noisy_turns -= 1
     own = members[0][0].cid
-    return {case: stats.median(s) for case, s in samples[own].items()}
+    return {case: stats.median(s) for case, s in samples[own].items() if s}
 
 
 def case_folder(case_id: str) -> str:

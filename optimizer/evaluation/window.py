@@ -10,8 +10,11 @@ another process.
 
 After its first blocks, a case whose samples (of any member, in this window) are noisier than
 max_cv gets more blocks, a whole turn at a time, up to `max_extra_blocks`: a noise burst is
-diluted and a noisy case is measured more before anything is decided. Every sample is recorded; none is
-dropped. These are pure functions; optimizer.evaluation.evaluator runs the calls.
+diluted and a noisy case is measured more before anything is decided. A case with a call that ran
+while the GPU throttled or was shared (a marked call, optimizer.decision.machine) gets more turns
+until as many blocks as it had marked calls were measured again, up to MAX_REMEASURED_BLOCKS; the
+decision leaves the marked calls out, and so does the noise check. Every sample is recorded; none is dropped. These are pure
+functions; optimizer.evaluation.evaluator runs the calls.
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ Many short calls rather than one long one: the interval of a window is a bootstr
 and the variation between harness calls (a fresh input, another allocation, the clock) shows only
 between calls. Simulated (benchmarks/noise_sim.py): with a 3% call-to-call effect, 10 samples in
 one call gave 99% intervals that missed 1.0 in 72% of A/A comparisons; in 5 calls of 2, 0.3-1%."""
+
+MAX_REMEASURED_BLOCKS = 6
+"""Blocks a window adds at most for marked calls: enough to outlast a short neighbour (a
+notebook's cell, a monitoring probe) and a thermal excursion; a GPU shared for longer leaves its
+cases undecided (the decision fails them unmeasured) rather than keeping the run waiting."""
 
 T = TypeVar("T")
 
@@ -74,3 +82,10 @@ def noisy_cases(
 def revalidation_repetitions(repetitions: int, alternations: int) -> int:
     """Samples per side and case a final revalidation asks for: `alternations` windows' worth."""
     return repetitions * alternations
+
+
+def replicate_repetitions(repetitions: int, replicates: int) -> int:
+    """The `repetitions` each of a final revalidation's replicates is given (each measures
+    revalidation_repetitions of them): the run's repetitions shared among the replicates, so
+    that together they take about the samples one revalidation took."""
+    return max(1, -(-repetitions // replicates))

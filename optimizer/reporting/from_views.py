@@ -9,16 +9,21 @@ tables with the figures inline), with the figures as SVG files beside them (plot
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import queries
+from optimizer.decision import stats
 from optimizer.reporting import plots
+from optimizer.reporting.live import cpu_list
 from optimizer.run.folder import write_atomic
 from tlxstore.errors import UnknownRunError
-from tlxstore.events import BASELINE_ID
+from tlxstore.events import BASELINE_ID, RunEnvironment
+from tlxstore.hashing import tagged_prefix
 from tlxstore.store import Store
 
 Row = dict[str, Any]
@@ -35,6 +40,8 @@ RUN_QUERIES = (
     "run_throughput",
     "run_commits",
     "run_validation",
+    "run_machine_states",
+    "run_notes",
 )
 HISTORY_QUERIES = (
     "history_kernels",
@@ -182,10 +189,67 @@ def run_sections(data: dict[str, list[Row]]) -> list[Section]:
         _run_head(run, settings),
         _validation(data["run_validation"]),
         _candidates(cands, settings),
-        *_winner_sections(data, shown),
+        *_winner_sections(data, shown, settings["min_speedup"] if settings else None),
         *_evidence_sections(data),
+        *_machine_sections(data, run),
         *_optional_sections(data, run),
     ]
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, list):
+        return cpu_list(v) if all(isinstance(x, int) for x in v) else ", ".join(map(str, v))
+    return _text(v)
+
+
+def environment_differences(envs: list[Row], group_of: dict[str, str]) -> list[str]:
+    """One warning per field of RunEnvironment.COMPARED in which runs of one group (a device
+    kind) differ, naming each value and its runs; each run's first environment (its start)
+    counts, and a value that could not be read (null) is no difference."""
+    first: dict[str, Row] = {}
+    for e in envs:
+        first.setdefault(e["run_id"], e)
+    groups: dict[str, list[Row]] = {}
+    for run_id, e in first.items():
+        groups.setdefault(group_of.get(run_id, ""), []).append(e)
+    out = []
+    for group, rows in groups.items():
+        for field in RunEnvironment.COMPARED:
+            seen: dict[str, list[str]] = {}
+            for r in rows:
+                if r[field] is not None:
+                    seen.setdefault(_value(r[field]), []).append(r["run_id"])
+            if len(seen) > 1:
+                values = "; ".join(f"{v} ({', '.join(runs)})" for v, runs in seen.items())
+                on = f" on {group}" if group else ""
+                out.append(f"WARNING: runs compared here{on} differ in {field}: {values}")
+    return out
+
+
+def _environment_section(envs: list[Row], group_of: dict[str, str]) -> Section:
+    """Each run's environment, and a warning where runs compared side by side differ in it."""
+    section = Section("Environment").table(
+        ["run", "driver", "persistence", "app clocks SM/mem (MHz)", "power limit (W)", "GPU NUMA node", "CPUs", "CPU governor", "NVML"],
+        [[e["run_id"], e["driver_version"], e["persistence_mode"], f"{_text(e['application_sm_clock_mhz'])}/{_text(e['application_mem_clock_mhz'])}", e["power_limit_w"], e["gpu_numa_node"], _value(e["cpu_affinity"]) if e["cpu_affinity"] else "", e["cpu_governor"], e["unavailable"] or e["source"]] for e in envs],
+    )  # fmt: skip
+    section.lines = environment_differences(envs, group_of)
+    return section
+
+
+def _machine_sections(data: dict[str, list[Row]], run: Row) -> list[Section]:
+    """The run's environment beside its prior runs', the calls left out because the GPU
+    throttled or was shared, and what qualified each decision (host-bound cases among it)."""
+    envs = data.get("environments", [])
+    env = _environment_section(envs, {e["run_id"]: run["device_kind"] or "" for e in envs})
+    marked = Section("Benchmark calls left out (the GPU throttled or was shared)").table(
+        ["candidate", "case", "phase", "window", "block", "reasons", "neighbours", "SM clock min (MHz)"],
+        [[r["candidate_id"], r["case_id"], r["phase"], r["window_id"], r["block"], r["reasons"], r["neighbours"], r["sm_clock_min_mhz"]] for r in data["run_machine_states"]],
+    )  # fmt: skip
+    notes = Section("Decision notes").table(
+        ["candidate", "outcome", "note"],
+        [[r["candidate_id"], r["outcome"], n] for r in data["run_notes"] for n in r["notes"]],
+    )
+    return [env, marked, notes]
 
 
 def _run_head(run: Row, settings: Row | None) -> Section:
@@ -266,7 +330,37 @@ def _shown(run: Row, cands: list[Row]) -> list[str]:
     return shown
 
 
-def _winner_sections(data: dict[str, list[Row]], shown: list[str]) -> list[Section]:
+def case_intervals(
+    speedups: list[Row], samples: list[Row], candidate_id: str
+) -> dict[tuple[str, str], tuple[float, float]]:
+    """(stage, case) -> the 99% bootstrap interval of one case's speedup (optimizer.decision.stats),
+    from the raw samples the stage compared: the baseline's and the candidate's before the final
+    revalidation (the decision), or both sides' revalidation samples. A case whose samples do not
+    give back the recorded speedup (its decision compared other samples: rescaled blocks, several
+    devices) gets no interval rather than a wrong one."""
+    side: dict[tuple[str, str, bool], list[float]] = {}
+    for r in samples:
+        key = (r["candidate_id"], r["case_id"], r["phase"] == "revalidation")
+        side.setdefault(key, []).append(r["sample_us"])
+    out = {}
+    for r in speedups:
+        if r["candidate_id"] != candidate_id or r["speedup"] is None:
+            continue
+        reval = r["stage"] == "revalidation"
+        base = side.get((BASELINE_ID, r["case_id"], reval))
+        cand = side.get((candidate_id, r["case_id"], reval))
+        if not base or not cand:
+            continue
+        case = r["case_id"]
+        if not math.isclose(stats.speedup({case: base}, {case: cand}, {case: 1.0}), r["speedup"]):
+            continue
+        out[(r["stage"], case)] = stats.speedup_interval({case: base}, {case: cand}, {case: 1.0})
+    return out
+
+
+def _winner_sections(
+    data: dict[str, list[Row]], shown: list[str], min_speedup: float | None
+) -> list[Section]:
     """Per-case speedups and sample distributions of the shown candidate against the baseline."""
     cases = Section("Per-case speedups" + (f" of {shown[0]}" if shown else "")).table(
         ["stage", "case", "weight", "baseline median (us)", "candidate median (us)", "speedup", "candidate CV"],
@@ -276,8 +370,10 @@ def _winner_sections(data: dict[str, list[Row]], shown: list[str]) -> list[Secti
         ],
     )  # fmt: skip
     if shown:
+        speedups = data["run_case_speedups"]
+        intervals = case_intervals(speedups, data["run_samples"], shown[0])
         cases.figures.append(
-            ("case_speedups.svg", plots.case_speedups(data["run_case_speedups"], shown[0]))
+            ("case_speedups.svg", plots.case_speedups(speedups, shown[0], intervals, min_speedup))
         )
     samples = Section("Sample distributions")
     samples.lines = [
@@ -325,14 +421,29 @@ def _optional_sections(data: dict[str, list[Row]], run: Row) -> list[Section]:
     return out
 
 
-def write_run_report(store: Store, run_id: str, to_dir: Path) -> list[Path]:
+@dataclass(frozen=True)
+class Written:
+    """A report as written: its files, and the warnings it holds (for the command to repeat)."""
+
+    paths: list[Path]
+    warnings: list[str]
+
+
+def _warnings(sections: list[Section]) -> list[str]:
+    return [line for s in sections for line in s.lines if line.startswith("WARNING:")]
+
+
+def write_run_report(store: Store, run_id: str, to_dir: Path) -> Written:
     """report.md, report.html and their figures for one run, from the views."""
     data = queries.report(store, RUN_QUERIES, {"run_id": run_id})
     if not data["run_summary"]:
         raise UnknownRunError(f"no run {run_id!r} in store {store.location}")
     if data["run_summary"][0]["started_at"] is None:
         raise UnknownRunError(f"run {run_id} has no start record; nothing to report")
-    return _write(f"tlxdb run {run_id}", run_sections(data), to_dir)
+    priors = (data["run_settings"][0]["prior_runs"] or []) if data["run_settings"] else []
+    data |= queries.report(store, ("environments",), {"run_ids": [run_id, *priors]})
+    sections = run_sections(data)
+    return Written(_write(f"tlxdb run {run_id}", sections, to_dir), _warnings(sections))
 
 
 def _pooled(speedup: float | None, lo: float | None, hi: float | None, n: int | None) -> str:
@@ -365,20 +476,34 @@ def history_sections(kernel: str, data: dict[str, list[Row]]) -> list[Section]:
         [[r["device_kind"], r["run_id"], r["case_id"], r["baseline_median_us"], r["best_candidate_id"], r["best_median_us"], _short(r["best_source_hash"]), _pooled(r["pooled_speedup"], r["pooled_ci_low"], r["pooled_ci_high"], r["pooled_measurements"])] for r in data["history_trends"]],
     )  # fmt: skip
     trends.figures.append(("trends.svg", plots.trends(data["history_trends"])))
+    runs_by_id = {r["run_id"]: r for r in data["history_runs"]}
+    env = _environment_section(
+        data.get("environments", []),
+        {run_id: r["device_kind"] or "" for run_id, r in runs_by_id.items()},
+    )
     ex = Section("Refused changes, by bundle and device").table(
         ["signature", "outcome", "device", "bundle", "times", "runs", "last reason"],
         [[r["signature"], r["outcome"], r["device_kind"], _short(r["bundle_digest"]), r["occurrences"], r["runs"], r["last_reason"]] for r in data["history_exclusions"]],
     )  # fmt: skip
-    return [kh, sources, runs, trends, ex]
+    return [kh, sources, runs, trends, env, ex]
 
 
-def write_history_report(store: Store, kernel: str, to_dir: Path) -> list[Path]:
+def history_params(kernel: str) -> dict[str, str]:
+    """HISTORY_QUERIES' parameters for what `tlxdb history KERNEL` was given: the kernel's names
+    as typed, and as a bundle digest prefix (with "sha256:" whether typed or not)."""
+    return {"kernel": kernel, "digest": tagged_prefix(kernel)}
+
+
+def write_history_report(store: Store, kernel: str, to_dir: Path) -> Written:
     """report.md, report.html and figures for every run of a kernel (its kernel_id, entry point
-    or normalized path) or bundle (a digest prefix), from the views."""
-    data = queries.report(store, HISTORY_QUERIES, {"kernel": kernel})
+    or normalized path) or bundle (a digest prefix, "sha256:" optional), from the views."""
+    data = queries.report(store, HISTORY_QUERIES, history_params(kernel))
     if not data["history_runs"]:
         raise UnknownRunError(
             f"no run of kernel or bundle {kernel!r} in store {store.location}; "
             'see `tlxdb query "SELECT kernel_id, bundle_digest FROM kernel_history"`'
         )
-    return _write(f"tlxdb history of {kernel}", history_sections(kernel, data), to_dir)
+    run_ids = [r["run_id"] for r in data["history_runs"]]
+    data |= queries.report(store, ("environments",), {"run_ids": run_ids})
+    sections = history_sections(kernel, data)
+    return Written(_write(f"tlxdb history of {kernel}", sections, to_dir), _warnings(sections))

@@ -5,7 +5,7 @@ Pure functions (a folded run in, text out). Kernel source text never appears in 
 
 from __future__ import annotations
 
-from optimizer.decision import stats
+from optimizer.decision import machine, stats
 from optimizer.reporting.result import case_numbers
 from tlxstore.events import (
     BASELINE_ID,
@@ -28,11 +28,13 @@ from tlxstore.events import (
     IntegrityFlagged,
     KnobsUnreadable,
     LaunchesObserved,
+    MachineSampled,
     ModelExchanged,
     Phase,
     ProfileCollected,
     ProfilingFinished,
     RooflineAssessed,
+    RunEnvironment,
     RunFinished,
     RunStarted,
     SearchEnded,
@@ -60,9 +62,31 @@ def warning_lines(checks: list[ValidationCheck]) -> list[str]:
     return [f"warning: {c.name}: {c.detail}" for c in checks if c.outcome == CheckOutcome.WARN]
 
 
-def _profile_line(e: ProfileCollected, state: RunState) -> str:
+def _said_before(e: ProfileCollected | RooflineAssessed, state: RunState) -> bool:
+    """Whether an earlier event of the run (in `state`) said what `e` says about the target.
+    What cannot exist on a target (Proton on the CPU, a roofline without ceilings) is said once
+    per run, not once per candidate."""
+    for c in state.candidates.values():
+        if isinstance(e, ProfileCollected):
+            if any(p is not e and p.diagnostics == e.diagnostics for p in c.profiles):
+                return True
+        elif any(r is not e and _no_ceiling(r) for r in c.rooflines):
+            return True
+    return False
+
+
+def _no_ceiling(e: RooflineAssessed) -> bool:
+    return e.bandwidth_ceiling_bytes_per_s is None and e.compute_ceiling_flop_per_s is None
+
+
+def _profile_line(e: ProfileCollected, state: RunState) -> str | None:
     if UNAVAILABLE in e.diagnostics:
-        return f"{e.candidate_id} WARNING: {one_line(e.diagnostics)} (profile {e.case_id}: null)"
+        if _said_before(e, state):
+            return None
+        return (
+            f"{e.candidate_id} WARNING: {one_line(e.diagnostics)} (profile {e.case_id}: null; "
+            "the same for every candidate of this run, said once)"
+        )
     base = state.candidates.get(BASELINE_ID)
     base_metrics = {
         m.name: m.value
@@ -93,7 +117,15 @@ def _fraction(achieved: float | None, ceiling: float | None, unit: str, scale: f
     return text
 
 
-def _roofline_line(e: RooflineAssessed) -> str:
+def _roofline_line(e: RooflineAssessed, state: RunState) -> str | None:
+    if _no_ceiling(e) and e.bound == "unknown" and not e.disagreement:
+        if _said_before(e, state):
+            return None
+        return (
+            f"{e.candidate_id} roofline {e.case_id}: no bandwidth or compute ceiling is known for "
+            "this device, so no bound is assessed (the same for every candidate of this run, "
+            "said once)"
+        )
     parts = [
         _fraction(e.achieved_bytes_per_s, e.bandwidth_ceiling_bytes_per_s, "TB/s", 1e12),
         _fraction(e.achieved_flop_per_s, e.compute_ceiling_flop_per_s, "TFLOP/s", 1e12),
@@ -117,6 +149,7 @@ def describe(env: Envelope, state: RunState) -> str | None:
 
 _RUN_EVENTS = (
     RunStarted,
+    RunEnvironment,
     BundleValidated,
     ModelExchanged,
     CommitAttempted,
@@ -159,6 +192,8 @@ def _run_line(env: Envelope, state: RunState) -> str | None:
                 f"model exchange {e.exchange_id} ({e.model or e.provider}, {e.latency_ms:.0f} ms{tokens})"
                 + (f": error {e.error}" if e.error else "")
             )
+        case RunEnvironment():
+            return environment_line(e)
         case SearchEnded():
             return f"search ended: {e.reason.value}{' — ' + one_line(e.detail) if e.detail else ''}"
         case RunFinished():
@@ -198,7 +233,7 @@ def _candidate_line(e: Event, state: RunState) -> str | None:
         case ProfileCollected():
             return _profile_line(e, state)
         case RooflineAssessed():
-            return _roofline_line(e)
+            return _roofline_line(e, state)
         case ProfilingFinished():
             level = f" ({e.level} set)" if e.level else ""
             return (
@@ -220,6 +255,8 @@ def _candidate_line(e: Event, state: RunState) -> str | None:
             return f"knobs tune cannot rewrite: {'; '.join(e.reasons)}"
         case LaunchesObserved():
             return None
+        case MachineSampled():
+            return _machine_line(e, state)
         case ExclusionRecorded():
             return f"{e.candidate_id} excluded: {e.signature} ({e.outcome.value})"
         case FinalistRevalidated():
@@ -247,15 +284,71 @@ def _sampled_line(e: BenchmarkSampled, state: RunState) -> str | None:
         )
     if not e.extra or e.candidate_id != e.window_id:
         return None
+    marked = machine.marked_calls(state, e.window_id, e.phase)
     so_far = [
         x
         for s in state.candidates[e.candidate_id].window_samples(e.window_id, e.phase)
-        if s.case_id == e.case_id
+        if s.case_id == e.case_id and (e.candidate_id, e.case_id, s.block) not in marked
         for x in s.samples_us
     ]
+    max_cv = state.started.thresholds.max_cv if state.started else None
+    if marked and (max_cv is None or stats.cv(so_far) <= max_cv):
+        return (
+            f"{e.candidate_id} {e.case_id} measured again, block {e.block}: a call of it ran "
+            "while the GPU throttled or was shared"
+        )
     return (
         f"{e.candidate_id} {e.case_id} is noisy (CV {stats.cv(so_far):.3f} over {len(so_far)} "
         f"samples): measured again, block {e.block}"
+    )
+
+
+def cpu_list(cpus: list[int]) -> str:
+    """CPU numbers as ranges: [0, 1, 2, 3, 8] -> "0-3,8"."""
+    ranges: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if ranges and ranges[-1][1] == cpu - 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in ranges)
+
+
+def environment_line(e: RunEnvironment) -> str:
+    """The run's environment, one line; where NVML cannot be read, that it is unavailable (said
+    once per run: nothing of the machine's state is recorded then)."""
+    cpus = f"process CPUs {cpu_list(e.cpu_affinity)}" if e.cpu_affinity else "process CPUs unknown"
+    host = f"{cpus}, CPU governor {e.cpu_governor or 'unknown'}"
+    if e.unavailable:
+        return (
+            f"environment: {one_line(e.unavailable)}; no clocks, throttling, neighbours or host "
+            f"cost are recorded in this run; {host}"
+        )
+    known = lambda v, unit="": "unknown" if v is None else f"{v:g}{unit}"  # noqa: E731
+    persistence = {True: "on", False: "off", None: "unknown"}[e.persistence_mode]
+    recorded = " (recorded trace, for testing)" if e.source == "recorded" else ""
+    return (
+        f"environment{recorded}: {e.gpu_name or 'GPU'} driver {e.driver_version or 'unknown'}, "
+        f"persistence mode {persistence}, application clocks SM "
+        f"{known(e.application_sm_clock_mhz)} / memory {known(e.application_mem_clock_mhz)} MHz, "
+        f"power limit {known(e.power_limit_w, ' W')}, GPU on NUMA node "
+        f"{known(e.gpu_numa_node)}, {host}"
+    )
+
+
+def _machine_line(e: MachineSampled, state: RunState) -> str | None:
+    """The first marked call of a window, once (the candidate's decision counts them all)."""
+    why = machine.marks(e)
+    if not why or e.window_id is None:
+        return None
+    if len(machine.marked_calls(state, e.window_id, e.phase)) > 1:
+        return None
+    clock = f", SM clock down to {e.sm_clock_min_mhz:g} MHz" if e.sm_clock_min_mhz else ""
+    where = " (final revalidation)" if e.phase == Phase.REVALIDATION else ""
+    return (
+        f"{e.window_id}{where}: a benchmark call ran while the GPU throttled or was shared "
+        f"({e.candidate_id} case {e.case_id} block {e.block}: {'; '.join(why)}{clock}): left out "
+        "of the decision and measured again (the decision's note counts them all)"
     )
 
 

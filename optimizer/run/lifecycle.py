@@ -49,6 +49,7 @@ from optimizer.providers.base import Provider
 from optimizer.reporting.result import RunResult, live_changes
 from optimizer.run import devices as run_devices
 from optimizer.run.devices import DevicePool
+from optimizer.run.environment import read_environment
 from optimizer.run.folder import OutputFolder, write_atomic
 from optimizer.run.lease import run_lease
 from optimizer.run.loop import Ceilings, Observer, RunLoop, Setup
@@ -66,6 +67,7 @@ from tlxstore.events import (
     DevicesAssigned,
     Envelope,
     Event,
+    RunEnvironment,
     RunStarted,
     SourceStored,
     StoppingReason,
@@ -357,6 +359,14 @@ def _started(
     )
 
 
+def _environment(prep: Prepared) -> RunEnvironment:
+    """The machine the run measures on (its own device's, in a parallel run), read as a harness
+    child would see it."""
+    python = settings().child_python or sys.executable
+    target = prep.frozen.bundle.target
+    return read_environment(target.backend, python, {**target.environment, **prep.evaluator.pin})
+
+
 def _baseline_events(source: str) -> list:
     raw, norm = source_hashes(source)
     return [
@@ -432,6 +442,7 @@ def optimize(
         run.append(
             _started(request, prep, run_id, out, priors, prov),
             *([prep.devices.assigned] if prep.devices else []),
+            _environment(prep),
             *_baseline_events(prep.kernel_source),
         )
         prep.evaluator.keep_ready = True  # the first candidate's child loads as validation ends
@@ -582,7 +593,9 @@ def _resume_held(
             observer,
             _vcs_snapshot(request, out),
         )
-        return RunLoop(setup, log, envelopes, elapsed_before_s=_elapsed_s(envelopes)).run()
+        loop = RunLoop(setup, log, envelopes, elapsed_before_s=_elapsed_s(envelopes))
+        loop.append(_environment(prep))  # the machine may not be the one it started on
+        return loop.run()
 
 
 class ValidationReport(BaseModel):

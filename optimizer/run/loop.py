@@ -15,8 +15,9 @@ Invariants:
 - A candidate is measured in a window with its references (the baseline, and the incumbent
   when that is another candidate), alternated in one child (optimizer.evaluation.window); its
   decision compares samples of that window only.
-- The winner is revalidated against a fresh baseline before it is reported or committed; a prior
-  run's winner is never adopted. When the finalist does not survive, the next promoted candidate
+- The winner is revalidated against a fresh baseline before it is reported or committed, in
+  independent replicates (a fresh child each) that must agree; a prior run's winner is never
+  adopted. When the finalist does not survive, the next promoted candidate
   (the winner chain, at most MAX_FINALISTS) is revalidated; the first that survives wins.
 - A provider that proposes only sources measured before is stopped after
   MAX_DUPLICATES_IN_A_ROW duplicates in a row (provider_repeating).
@@ -38,7 +39,7 @@ from typing import Literal
 from optimizer.bundle.loading import BundleChangedError, FrozenBundle
 from optimizer.decision import kernel, policy, stats
 from optimizer.decision.identity import source_hashes
-from optimizer.evaluation import ncu_child
+from optimizer.evaluation import ncu_child, window
 from optimizer.evaluation.evaluator import Evaluator
 from optimizer.evaluation.guards import files as file_guard
 from optimizer.evaluation.ncu_child import NcuProfiler
@@ -80,6 +81,7 @@ from tlxstore.events import (
     SourceStored,
     StoppingReason,
     Thresholds,
+    replicate_window,
 )
 from tlxstore.fold import CandidateState, RunState, fold
 from tlxstore.runlog import RunLog
@@ -90,6 +92,7 @@ REVALIDATION_ALTERNATIONS = 3
 MAX_PROVIDER_FAILURES = 3  # consecutive failures to propose before the run stops
 MAX_DUPLICATES_IN_A_ROW = 4  # consecutive proposals of measured sources before the run stops
 MAX_FINALISTS = 3  # promoted candidates the winner chain revalidates at most
+REVALIDATION_REPLICATES = 3  # on a GPU, unless --replicates says otherwise (docs/GUARDS.md)
 
 Observer = Callable[[Envelope, RunState], None]
 
@@ -882,23 +885,38 @@ class RunLoop:
             self._source(BASELINE_ID),
         )
 
+    def _replicates(self) -> int:
+        """The final revalidation's replicates: --replicates, else REVALIDATION_REPLICATES on a
+        GPU and 1 on the CPU, whose interpreter's timings differ between processes by more than
+        any bound a winner could be held to (docs/MEASUREMENTS.md)."""
+        if self.s.thresholds.replicates is not None:
+            return self.s.thresholds.replicates
+        return 1 if self._device().backend == "cpu" else REVALIDATION_REPLICATES
+
     def _revalidate(self, nxt: Next) -> None:
         fid = nxt.candidate_id
         assert fid is not None
         self._check_files(f"before {fid}'s final revalidation")
         t = self.s.thresholds
-        self.s.evaluator.revalidate(
-            fid,
-            self._source(fid),
-            BASELINE_ID,
-            self._source(BASELINE_ID),
-            alternations=REVALIDATION_ALTERNATIONS,
-            repetitions=t.benchmark_repetitions,
-            timeout_s=t.max_candidate_seconds * (2 * REVALIDATION_ALTERNATIONS + 2),
-            emit=lambda ev: self.append(ev),
-            max_cv=t.max_cv,
-            max_extra_blocks=t.max_extra_blocks,
-        )
+        replicates = self._replicates()
+        fin = self.state.candidates[fid]
+        done = {s.window_id for s in fin.samples if s.phase == Phase.REVALIDATION}
+        for k in range(replicates):  # each in a fresh child; those measured before a resume kept
+            if replicate_window(fid, k) in done:
+                continue
+            self.s.evaluator.revalidate(
+                fid,
+                self._source(fid),
+                BASELINE_ID,
+                self._source(BASELINE_ID),
+                alternations=REVALIDATION_ALTERNATIONS,
+                repetitions=window.replicate_repetitions(t.benchmark_repetitions, replicates),
+                timeout_s=t.max_candidate_seconds * (2 * REVALIDATION_ALTERNATIONS + 2),
+                emit=lambda ev: self.append(ev),
+                max_cv=t.max_cv,
+                max_extra_blocks=t.max_extra_blocks,
+                window_id=replicate_window(fid, k),
+            )
         self.append(policy.decide_revalidation(self.state, fid, BASELINE_ID, t, *self._weights()))
         if not kernel.has_deep_profile(self.state.candidates[fid]):
             self._profile_kernels(fid, finalist=True)

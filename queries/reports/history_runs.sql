@@ -3,7 +3,7 @@
 -- The estimates are filtered by the kernel as the runs are, so only this kernel's are computed.
 WITH e AS (
     SELECT * FROM source_estimates
-    WHERE kernel_id = $kernel OR entry_point = $kernel OR kernel_file = $kernel OR starts_with(bundle_digest, $kernel)
+    WHERE kernel_id = $kernel OR entry_point = $kernel OR kernel_file = $kernel OR starts_with(bundle_digest, $digest)
 )
 SELECT
     r.*,
@@ -15,5 +15,5 @@ FROM runs r
 LEFT JOIN run_identity i ON i.run_id = r.run_id
 LEFT JOIN e ON e.kernel_id = r.kernel_id AND e.measurement_key = r.measurement_key
     AND e.baseline_source_hash = i.baseline_source_hash AND e.source_hash = r.winner_source_hash
-WHERE r.kernel_id = $kernel OR r.entry_point = $kernel OR r.kernel_file = $kernel OR starts_with(r.bundle_digest, $kernel)
+WHERE r.kernel_id = $kernel OR r.entry_point = $kernel OR r.kernel_file = $kernel OR starts_with(r.bundle_digest, $digest)
 ORDER BY r.started_at, r.run_id

@@ -105,6 +105,14 @@ def test_optimize_prints_the_result_and_show_report_replay_read_it_back(tmp_path
     )
     assert list((tmp_path / "out" / "experiments" / "c001" / "profile").rglob("profile.json"))
     assert "def add_kernel" not in err and "tl.store" not in err  # kernel source is never printed
+    # no NVML on the CPU interpreter: said once for the run, and no machine state is recorded
+    said = [ln for ln in err.splitlines() if "NVML is unavailable on this target" in ln]
+    assert len(said) == 1 and said[0].startswith(
+        "environment: NVML is unavailable on this target: the Triton interpreter runs kernels on "
+        "the CPU; no clocks, throttling, neighbours or host cost are recorded in this run"
+    )
+    events = (tmp_path / "out" / "events.jsonl").read_text()
+    assert '"type":"MachineSampled"' not in events and '"type":"RunEnvironment"' in events
 
     run_id = out["run_id"]
     shown = _invoke(["show", run_id[:12], "--store", str(tmp_path / "s.duckdb")])
@@ -123,6 +131,7 @@ def test_optimize_prints_the_result_and_show_report_replay_read_it_back(tmp_path
     assert rep.stdout.split()[:2] == [str(md), str(html)]
     assert "| c001 | 1 | baseline |" in md.read_text()
     assert "not a GPU" in md.read_text()
+    assert "## Environment" in md.read_text() and "NVML is unavailable" in md.read_text()
     assert html.read_text().count("<svg") == 3  # best so far, per-case speedups, samples
 
     same = _invoke(["replay", run_id, "--store", str(tmp_path / "s.duckdb")])

@@ -1,4 +1,11 @@
-"""Logs written by released tlxdb versions keep loading, forever; upcasters carry them forward."""
+"""Logs written by released tlxdb versions keep loading, forever; upcasters carry them forward.
+
+golden/v1 holds one of every event type released with the first tlxdb, as it wrote them; an
+event type added later is in the first golden log written after it: golden/v7 (store schema v7),
+a run as that tlxdb writes it (the machine's state per benchmark call, the run's environment, and
+the current versions of the types before them), which must load as long as v1 does. golden/v8
+(store schema v8) is the same run as the next tlxdb writes it: RunStarted v3, with its cases'
+parameters, history_seeds and a prior run."""
 
 from __future__ import annotations
 
@@ -17,6 +24,8 @@ from tlxstore.runlog import read_envelopes
 from tlxstore.upcasting import Upcasters
 
 GOLDEN = Path(__file__).parent / "golden"
+LOGS = ("v1", "v7", "v8")
+ADDED_SINCE_V1 = {"MachineSampled": "v7", "RunEnvironment": "v7"}  # type -> its first golden log
 
 
 def _records(version: str) -> list[dict]:
@@ -25,8 +34,50 @@ def _records(version: str) -> list[dict]:
     ]
 
 
-def test_golden_v1_log_holds_every_event_type():
-    assert {r["type"] for r in _records("v1")} == set(EVENT_TYPES)
+def test_golden_v1_log_holds_every_event_type_released_with_it():
+    assert {r["type"] for r in _records("v1")} == set(EVENT_TYPES) - set(ADDED_SINCE_V1)
+
+
+def test_every_event_type_added_since_v1_is_in_its_golden_log():
+    assert set(ADDED_SINCE_V1) <= set(EVENT_TYPES)
+    for event_type, log in ADDED_SINCE_V1.items():
+        assert event_type in {r["type"] for r in _records(log)}, event_type
+
+
+def test_the_golden_logs_hold_every_event_type():
+    assert set().union(*({r["type"] for r in _records(v)} for v in LOGS)) == set(EVENT_TYPES)
+
+
+def test_golden_v7_log_loads_and_folds_with_its_machine_states_and_environment():
+    state = fold(read_envelopes(GOLDEN / "v7"))
+    assert state.run_id == "r20261204-090000-a7c0de"
+    assert state.finished is not None and state.finished.winner_id == "c001"
+    [env] = state.environments
+    assert env.driver_version == "580.159.04" and env.cpu_affinity == list(range(16))
+    machine = state.candidates["baseline"].machine
+    assert [(m.window_id, m.block) for m in machine] == [("baseline", 0), ("c001", 0), ("c001", 1)]
+    assert machine[2].neighbours[0].pid == 4242
+    assert state.revalidations[0].replicate_speedups == [1.6667, 1.665, 1.668]
+
+
+def test_golden_v8_log_loads_and_folds_with_its_case_parameters_and_history_seeds():
+    state = fold(read_envelopes(GOLDEN / "v8"))
+    assert state.started is not None and state.finished is not None
+    assert state.started.case_parameters == {"n2048": {"n": 2048, "dtype": "float16"}}
+    assert state.started.thresholds.history_seeds == 2
+    assert state.started.prior_runs == ["r20261204-090000-a7c0de"]
+    assert state.started.thresholds.replicates == 3  # v7's keys kept beside it
+
+
+def test_a_v7_run_started_is_carried_to_v3_as_seeding_nothing():
+    """golden/v7's RunStarted is v2: it recorded no parameters and seeded nothing."""
+    [rec] = [r for r in _records("v7") if r["type"] == "RunStarted"]
+    assert rec["schema_version"] == 2
+    state = fold(read_envelopes(GOLDEN / "v7"))
+    assert state.started is not None
+    assert state.started.case_parameters == {}
+    assert state.started.thresholds.history_seeds == 0
+    assert state.started.thresholds.replicate_tolerance == 0.02
 
 
 def test_golden_v1_log_loads_and_folds():
@@ -37,10 +88,11 @@ def test_golden_v1_log_loads_and_folds():
     assert state.candidates["c001"].exclusion is not None
 
 
-def test_golden_v1_records_keep_every_value_when_reencoded():
+@pytest.mark.parametrize("log", LOGS)
+def test_golden_records_keep_every_value_when_reencoded(log):
     """Optional fields added since (with defaults) may appear and an upcast record is written at
     its type's current version; nothing recorded may change."""
-    for rec in _records("v1"):
+    for rec in _records(log):
         rec.pop("batch_last")
         again = codec.encode(codec.decode(rec))
         assert again["schema_version"] == EVENT_TYPES[rec["type"]].SCHEMA_VERSION

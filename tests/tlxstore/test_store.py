@@ -322,10 +322,21 @@ V4_TABLES = (
 )
 
 
-def _as_v6(store_path: Path) -> None:
-    """Turn a store into what tlxdb's store schema v6 wrote: no proj_run_inputs."""
+def _as_v7(store_path: Path) -> None:
+    """Turn a store into what tlxdb's store schema v7 wrote: no proj_run_inputs."""
     con = duckdb.connect(str(store_path))
     con.execute("DROP TABLE proj_run_inputs")
+    con.execute("UPDATE tlxdb_meta SET value = '7' WHERE key = 'store_schema_version'")
+    con.close()
+
+
+def _as_v6(store_path: Path) -> None:
+    """Turn a store into what tlxdb's store schema v6 wrote: no machine states (it could hold
+    none: MachineSampled did not exist)."""
+    _as_v7(store_path)
+    con = duckdb.connect(str(store_path))
+    assert con.execute("SELECT count(*) FROM proj_machine").fetchone() == (0,)
+    con.execute("DROP TABLE proj_machine")
     con.execute("UPDATE tlxdb_meta SET value = '6' WHERE key = 'store_schema_version'")
     con.close()
 
@@ -363,11 +374,11 @@ def _as_v3(store_path: Path) -> None:
     con.close()
 
 
-@pytest.mark.parametrize("older", [_as_v6, _as_v5, _as_v4, _as_v3])
+@pytest.mark.parametrize("older", [_as_v7, _as_v6, _as_v5, _as_v4, _as_v3])
 def test_an_older_store_is_upgraded_on_open_and_every_view_answers_as_before(tmp_path, older):
     """v4 projects what the views used to parse out of the events, v5 each run's candidate count
-    and best promoted candidate, v6 windows and notes, v7 each run's case parameters and prior
-    runs; a v6, v5, v4 or v3 store gets them on open,
+    and best promoted candidate, v6 windows and notes, v7 machine states, v8 each run's case
+    parameters and prior runs; a v7, v6, v5, v4 or v3 store gets them on open,
     and every view answers exactly as it did (the history test store: every event type)."""
     path = history_store.build(tmp_path / "store.duckdb")
     store = Store(path)

@@ -137,6 +137,21 @@ FROM (
     FROM unprojected WHERE type = 'BenchmarkSampled'
 );
 
+-- the machine's state per benchmark call; reasons and neighbours kept as the JSON they were
+INSERT INTO proj_machine
+SELECT run_id, p.candidate_id, p.case_id, p.phase, p.window_id, p.block, seq, p.readings, p.duration_ms,
+    p.sm_clock_min_mhz, p.sm_clock_median_mhz, p.sm_clock_max_mhz, p.mem_clock_min_mhz, p.mem_clock_median_mhz,
+    p.power_median_w, p.power_max_w, p.temperature_max_c, CAST(payload -> 'reasons' AS JSON),
+    CAST(payload -> 'neighbours' AS JSON), p.source
+FROM (
+    SELECT run_id, seq, payload, from_json(payload, '{"candidate_id": "VARCHAR", "case_id": "VARCHAR", "phase": "VARCHAR",
+        "window_id": "VARCHAR", "block": "INTEGER", "readings": "INTEGER", "duration_ms": "DOUBLE",
+        "sm_clock_min_mhz": "DOUBLE", "sm_clock_median_mhz": "DOUBLE", "sm_clock_max_mhz": "DOUBLE",
+        "mem_clock_min_mhz": "DOUBLE", "mem_clock_median_mhz": "DOUBLE", "power_median_w": "DOUBLE",
+        "power_max_w": "DOUBLE", "temperature_max_c": "DOUBLE", "source": "VARCHAR"}') AS p
+    FROM unprojected WHERE type = 'MachineSampled'
+);
+
 INSERT INTO proj_sources
 WITH n AS (
     SELECT p, tlx_key(p.source_hash) AS k

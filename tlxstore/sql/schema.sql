@@ -1,4 +1,4 @@
--- The store's tables (store schema version 5). Created once, in one transaction, by the first writer.
+-- The store's tables (store schema version 7). Created once, in one transaction, by the first writer.
 -- `events` is the truth (one row per event, record form, payload as JSON text); the proj_* tables
 -- are projections of it, brought up to date through `projection_state.projected_pos` (Store.project:
 -- in the ingest's own transaction for a small batch, by the next reader after a large one). *_key columns
@@ -54,7 +54,7 @@ CREATE TABLE proj_runs (
     kernel_stem VARCHAR  -- the kernel file's name without .py: the entry point when no baseline names one
 );
 
--- what a run was given beside its identity (store schema v7), read by nearest_history
+-- what a run was given beside its identity (store schema v8), read by nearest_history
 CREATE TABLE proj_run_inputs (
     run_id VARCHAR NOT NULL,
     case_parameters JSON,  -- case id -> its parameters (RunStarted v3; NULL before: not recorded)
@@ -248,4 +248,31 @@ CREATE TABLE proj_run_candidates (
     promoted STRUCT(candidate_id VARCHAR, speedup DOUBLE)[],
     best_candidate_id VARCHAR,
     best_speedup DOUBLE
+);
+
+-- store schema v7: one row per MachineSampled, the GPU's state during one harness benchmark call
+-- (the BenchmarkSampled of the same run, candidate, case, phase, window and block); reasons: JSON
+-- object of clocks event reason -> readings it was set in; neighbours: JSON list of the other
+-- processes on the device
+CREATE TABLE proj_machine (
+    run_id VARCHAR NOT NULL,
+    candidate_id VARCHAR NOT NULL,
+    case_id VARCHAR NOT NULL,
+    phase VARCHAR NOT NULL,
+    window_id VARCHAR,
+    block INTEGER NOT NULL,
+    event_seq BIGINT NOT NULL,
+    readings INTEGER,
+    duration_ms DOUBLE,
+    sm_clock_min_mhz DOUBLE,
+    sm_clock_median_mhz DOUBLE,
+    sm_clock_max_mhz DOUBLE,
+    mem_clock_min_mhz DOUBLE,
+    mem_clock_median_mhz DOUBLE,
+    power_median_w DOUBLE,
+    power_max_w DOUBLE,
+    temperature_max_c DOUBLE,
+    reasons JSON,
+    neighbours JSON,
+    source VARCHAR
 );

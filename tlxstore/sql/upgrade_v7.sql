@@ -1,14 +1,26 @@
--- Store schema v6 -> v7, in the upgrading transaction (tlxstore/store/schema.py: upgrade): what
--- each run was given beside its identity, the cases' parameters (RunStarted v3) and the runs it
--- named with --prior-run, which nearest_history reads. The new table is filled by project.sql's
--- own statement for it over the RunStarted events already projected (schema.upgrade runs it after
--- this file); a v6 store's runs recorded no parameters (NULL: unknown).
-CREATE TABLE proj_run_inputs (
+-- Store schema v6 -> v7, in the upgrading transaction (tlxstore/store/schema.py: upgrade): the
+-- machine's state per benchmark call (MachineSampled). A v6 store holds none of those events (the
+-- tlxdb that wrote it refused event types it did not know), so the table starts empty.
+CREATE TABLE proj_machine (
     run_id VARCHAR NOT NULL,
-    case_parameters JSON,
-    prior_runs VARCHAR[]
+    candidate_id VARCHAR NOT NULL,
+    case_id VARCHAR NOT NULL,
+    phase VARCHAR NOT NULL,
+    window_id VARCHAR,
+    block INTEGER NOT NULL,
+    event_seq BIGINT NOT NULL,
+    readings INTEGER,
+    duration_ms DOUBLE,
+    sm_clock_min_mhz DOUBLE,
+    sm_clock_median_mhz DOUBLE,
+    sm_clock_max_mhz DOUBLE,
+    mem_clock_min_mhz DOUBLE,
+    mem_clock_median_mhz DOUBLE,
+    power_median_w DOUBLE,
+    power_max_w DOUBLE,
+    temperature_max_c DOUBLE,
+    reasons JSON,
+    neighbours JSON,
+    source VARCHAR
 );
-CREATE OR REPLACE TEMPORARY TABLE unprojected AS
-SELECT run_id, seq, recorded_at, type, payload FROM events
-WHERE type = 'RunStarted' AND (pos IS NULL OR pos < (SELECT projected_pos FROM projection_state));
 UPDATE tlxdb_meta SET value = '7' WHERE key = 'store_schema_version';

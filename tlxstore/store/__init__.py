@@ -34,19 +34,19 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
 
-from tlxstore import codec
 from tlxstore.errors import QueryError, QueryFenceError, StoreError, UnknownRunError
-from tlxstore.events import Envelope
-from tlxstore.runlog import log_path, read_envelopes
 from tlxstore.store import generation, projection, reading, schema, views
 from tlxstore.store.connection import Connections, Sandbox
 from tlxstore.store.ingest import IngestTimings, append_new, incoming_table
 from tlxstore.store.sql import arrow, one_line, store_sql
+
+if TYPE_CHECKING:  # the codec (every event model) is imported where events are read or written:
+    from tlxstore.events import Envelope  # a query alone (`tlxdb runs`) never needs it
 
 
 class Store(Connections):
@@ -105,6 +105,8 @@ class Store(Connections):
         envs = list(envelopes)
         if not envs:
             return 0
+        from tlxstore import codec
+
         t0 = time.perf_counter()
         with codec.gc_paused():
             incoming = incoming_table(envs)
@@ -142,6 +144,8 @@ class Store(Connections):
 
     def ingest_log(self, path: str | os.PathLike[str]) -> int:
         """Ingest a run log (a file, or an output folder holding events.jsonl)."""
+        from tlxstore.runlog import read_envelopes
+
         return self.ingest(read_envelopes(path))
 
     def generation(self) -> int:
@@ -302,6 +306,8 @@ class Store(Connections):
         """A run id from a run id, a unique run-id prefix, or an output folder (ingested first)."""
         p = Path(ref)
         if p.is_dir() or (p.is_file() and p.suffix == ".jsonl"):
+            from tlxstore.runlog import log_path, read_envelopes
+
             envs = read_envelopes(log_path(p))
             if not envs:
                 raise UnknownRunError(f"the run log at {log_path(p)} holds no events")

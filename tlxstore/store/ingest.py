@@ -7,16 +7,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
 
-from tlxstore import codec
 from tlxstore.errors import EventConflictError, SequenceConflictError
-from tlxstore.events import Envelope
 from tlxstore.store.reading import record
 from tlxstore.store.sql import store_sql
+
+if TYPE_CHECKING:  # the codec is imported where events are used: a query loads no event model
+    from tlxstore.events import Envelope
 
 _TS = pa.timestamp("us", tz="UTC")
 _INCOMING = pa.schema(
@@ -40,6 +41,8 @@ def incoming_table(envs: Sequence[Envelope]) -> pa.Table:
     one pydantic serialization per event and no other per-field Python work; the projections
     (benchmark samples included) are computed from the payloads in SQL. An event given twice is
     kept once; the same id with two bodies raises EventConflictError."""
+    from tlxstore import codec
+
     if len({env.event_id for env in envs}) != len(envs):
         envs = _distinct(envs)
     ids, runs, seqs, times, types, versions, payloads = [], [], [], [], [], [], []
@@ -69,6 +72,8 @@ def incoming_table(envs: Sequence[Envelope]) -> pa.Table:
 
 def _distinct(envs: Sequence[Envelope]) -> list[Envelope]:
     """The batch with each event id once (the first); the same id with two bodies is refused."""
+    from tlxstore import codec
+
     first: dict[str, Envelope] = {}
     for env in envs:
         seen = first.setdefault(env.event_id, env)

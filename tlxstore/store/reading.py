@@ -6,14 +6,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from tlxstore import codec
 from tlxstore.errors import QueryError, ReadOnlyQueryError
-from tlxstore.events import Envelope
 from tlxstore.store.sql import one_line
+
+if TYPE_CHECKING:  # the codec is imported where events are used: a query loads no event model
+    from tlxstore.events import Envelope
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -80,6 +81,8 @@ def _article(word: str) -> str:
 
 def record(row: dict[str, Any]) -> Envelope:
     """One stored row (recorded_at as `recorded_at_us`: microseconds since the epoch), decoded."""
+    from tlxstore import codec
+
     return codec.decode(
         {**row, "recorded_at": _EPOCH + timedelta(microseconds=row["recorded_at_us"])}
     )
@@ -88,6 +91,8 @@ def record(row: dict[str, Any]) -> Envelope:
 def envelopes(rows: Sequence[tuple[Any, ...]]) -> list[Envelope]:
     """Rows of run_envelopes.sql (event_id, run_id, seq, recorded_at in us, type,
     schema_version, payload) decoded with one pydantic call."""
+    from tlxstore import codec
+
     with codec.gc_paused():
         return codec.decode_many(
             [

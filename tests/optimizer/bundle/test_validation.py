@@ -78,7 +78,8 @@ def test_blackwell_and_amd_aliases_match_their_devices_and_a_mismatch_is_one_lin
         validation.check_arch(None, mi300, target_architecture=spelling)
     with pytest.raises(
         validation.ArchMismatchError,
-        match=r"^target.json architecture H100 expects sm_9x, but the device \(NVIDIA B200\) is sm_100$",
+        match=r"^target.json architecture H100 expects sm_9x \(Hopper: H100, H200, GH200\), but the "
+        r"device \(NVIDIA B200\) is sm_100; `tlxdb bundle new` writes a bundle for this device$",
     ):
         validation.check_arch(None, b200, target_architecture="H100")
     with pytest.raises(validation.ArchMismatchError, match="expects gfx950, but the device"):

@@ -11,6 +11,7 @@ as a failed build.
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import statistics
@@ -27,7 +28,7 @@ RAW = (
     / "benchmarks"
     / "results"
     / "h200_matmul_2026-11-30"
-    / "landscape_matmul_hopper.json"
+    / "landscape_matmul_hopper.json.gz"
 )
 CASE = "4096x4096x4096"
 CASES = [CaseSpec(case_id=CASE, parameters={"M": 4096, "N": 4096, "K": 4096, "dtype": "bfloat16"})]
@@ -39,7 +40,7 @@ def _tile(k: dict[str, int]) -> tuple[int, ...]:
 
 @pytest.fixture(scope="module")
 def landscape():
-    raw = json.loads(RAW.read_text())
+    raw = json.loads(gzip.decompress(RAW.read_bytes()))
     phases = raw["phases"]
     screen = {
         _tile(e["knobs"]): e["cases"][CASE]["median_us"]

@@ -4,20 +4,15 @@ real headless Chromium and its screenshot checked for size and drawn (non-blank)
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from support import history_store as h
+from support.browser import HEIGHT, WIDTH, drawn, screenshot
 
 from cli.main import main
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-WIDTH, HEIGHT = 1200, 2000
 
 
 @pytest.fixture(scope="module")
@@ -27,33 +22,6 @@ def store(tmp_path_factory) -> Path:
 
 def cli(*args: str):
     return CliRunner().invoke(main, list(args))
-
-
-def screenshot(page: Path, png: Path) -> None:
-    if CHROMIUM is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed; .ci/run installs it (apt-get install chromium)")
-        pytest.skip("chromium is not installed here (apt-get install chromium)")
-    done = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         f"--window-size={WIDTH},{HEIGHT}", f"--screenshot={png}", page.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0 and png.exists(), done.stderr[-2000:]
-
-
-def drawn(png: Path) -> tuple[tuple[int, int], float, int]:
-    """(width, height), the fraction of pixels that are not white, and the distinct colours."""
-    import numpy as np
-    from matplotlib import image
-
-    px = image.imread(png)[..., :3]
-    flat = (px * 255).astype(np.uint8).reshape(-1, 3)
-    return (
-        (px.shape[1], px.shape[0]),
-        float((flat < 250).any(axis=1).mean()),
-        len(np.unique(flat, axis=0)),
-    )
 
 
 def test_history_writes_markdown_and_html_with_figures_that_render(store, tmp_path):
@@ -128,6 +96,52 @@ def test_run_report_draws_every_candidate_failed_ones_included(store, tmp_path):
     screenshot(tmp_path / "r" / "report.html", png)
     size, ink, colours = drawn(png)
     assert size == (WIDTH, HEIGHT) and ink > 0.05 and colours > 50, (ink, colours)
+
+
+def _path_points(svg: str, gid: str) -> list[tuple[float, float]]:
+    """The (x, y) points of the line matplotlib drew with this gid."""
+    d = re.search(rf'<g id="{re.escape(gid)}">\s*<path d="([^"]*)"', svg)
+    assert d is not None, gid
+    return [(float(x), float(y)) for x, y in re.findall(r"[ML] ([\d.]+) ([\d.]+)", d.group(1))]
+
+
+def test_the_best_line_keeps_the_best_known_time_after_runs_that_found_nothing(store, tmp_path):
+    # RMSNorm on the CPU: the first run found c001 (56.7 ms on 4x3000); the two after it found no
+    # winner, so their own best is their baseline (162 ms, 170 ms)
+    out = cli("history", "rmsnorm_kernel", "--store", str(store), "--to", str(tmp_path / "h"))
+    assert out.exit_code == 0, out.output
+    svg = (tmp_path / "h" / "trends.svg").read_text()
+    for case in ("4x3000", "4x4096"):
+        points = _path_points(svg, f"best-so-far cpu-interpreter {case}")
+        assert len(points) == 3 and len({y for _, y in points}) == 1, points
+        baseline = _path_points(svg, f"baseline cpu-interpreter {case}")
+        assert len({y for _, y in baseline}) == 3  # the baselines do differ from run to run
+    assert "4x3000 best so far" in svg
+
+
+def test_history_takes_a_bundle_digest_prefix_with_or_without_its_algorithm(store, tmp_path):
+    md = {}
+    for name, prefix in (("tagged", "sha256:961bc9295b9e"), ("bare", "961bc9295b9e")):
+        out = cli("history", prefix, "--store", str(store), "--to", str(tmp_path / name))
+        assert out.exit_code == 0, out.output
+        md[name] = (tmp_path / name / "report.md").read_text()
+    assert md["bare"] == md["tagged"].replace("sha256:961bc9295b9e", "961bc9295b9e", 1)
+    for run in (*h.CPU_RMSNORM_AGENT, h.CPU_RMSNORM_TUNE):  # the three runs of that bundle
+        assert f"| {run} |" in md["bare"]
+
+
+def test_speedups_are_drawn_with_their_intervals_and_the_threshold_apart(store, tmp_path):
+    out = cli("report", h.H200_SOFTMAX, "--store", str(store), "--to", str(tmp_path / "r"))
+    assert out.exit_code == 0, out.output
+    best = (tmp_path / "r" / "best_so_far.svg").read_text()
+    cases = (tmp_path / "r" / "case_speedups.svg").read_text()
+    for svg in (best, cases):
+        assert "99% CI" in svg and "baseline 1x" in svg and "min speedup 1.01x" in svg
+        assert svg.count("stroke-dasharray") >= 2  # the baseline's dots, the threshold's dashes
+    assert best.count('id="LineCollection_') >= 3  # an error bar per measured candidate
+    assert cases.count('id="LineCollection_') == 4  # two cases, decision and revalidation
+    sizes = [float(v) for v in re.findall(r"font-size: ([\d.]+)px", best + cases)]
+    assert sizes and min(sizes) >= 8.5, sorted(set(sizes))
 
 
 def test_a_cut_off_run_is_reported_unfinished_not_running(store, tmp_path):
