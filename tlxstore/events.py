@@ -307,13 +307,15 @@ class ProposalRecord(Frozen):
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost_usd: float | None = None
-    replays: str | None = None  # "run_id/candidate_id" this candidate re-proposes
+    # "run_id/candidate_id" this candidate re-proposes, to be measured again here (v1: `replays`)
+    remeasures: str | None = None
 
 
 class CandidateProposed(ProposalRecord, Hypothesis, Event):
     """A candidate and why: its place in the run, the provider's Hypothesis and ProposalRecord
     fields, and its source hashes (the text is a SourceStored event)."""
 
+    SCHEMA_VERSION: ClassVar[int] = 2  # v2: `replays` renamed `remeasures`
     type: Literal["CandidateProposed"] = "CandidateProposed"
     candidate_id: str  # unique within the run: "baseline", "c001", ...
     parent_id: str | None

@@ -16,6 +16,8 @@ steps; RELEASED holds the steps of every released change:
 - v3 of RunStarted (the cases' parameters, for the nearest history of a kernel; how many of its
   configurations tune re-measures first): a v2 run did not record the parameters ({}: unknown;
   nearest_history then compares its bundle by digest alone) and seeded nothing (0).
+- v2 of CandidateProposed (one meaning per word: "replay" is re-deciding a run from its events):
+  v1's `replays`, the recorded candidate a proposal measures again, is `remeasures`.
 """
 
 from __future__ import annotations
@@ -77,8 +79,14 @@ def _v2_started(payload: Payload) -> Payload:
     return payload
 
 
+def _v1_proposed(payload: Payload) -> Payload:
+    payload["remeasures"] = payload.pop("replays", None)
+    return payload
+
+
 RELEASED = Upcasters(
     {
+        ("CandidateProposed", 1): _v1_proposed,
         ("BenchmarkSampled", 1): _v1_sampled,
         ("DecisionMade", 1): _v1_decided,
         ("FinalistRevalidated", 1): _v1_revalidated,

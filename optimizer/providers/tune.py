@@ -12,7 +12,7 @@ The strategy (docs/TUNE.md has the long form):
   pooled estimate of its measurements (optimizer/decision/pooling.py), never the best of them.
 - The center is the best measured configuration. Once per run, before searching, the run
   re-adopts the best known configuration by pooled estimate when a prior run promoted it and this
-  run has not measured it, as a replay of that candidate (re-measured against this run's
+  run has not measured it, as a re-measurement of that candidate (re-measured against this run's
   baseline, not answered from the store), so a second run starts where the first ended. A
   configuration whose pooled estimate is below another known one's is never that start.
 - Moves are per-knob steps in log2 (domain-index) space from the center: the first step in a
@@ -388,7 +388,7 @@ class TuneProvider:
             hypothesis_kind=HypothesisKind.LAUNCH_CONFIG.value,
             knobs=best.config,
             # a re-measurement on purpose: the loop must not answer it with the old result
-            replays=f"{run_id}/{candidate_id}",
+            remeasures=f"{run_id}/{candidate_id}",
         )
 
     def _seed(
@@ -450,7 +450,7 @@ class TuneProvider:
                 ),
                 hypothesis_kind=HypothesisKind.LAUNCH_CONFIG.value,
                 knobs=config,
-                replays=(
+                remeasures=(
                     f"{near.from_run_id}/{near.from_candidate_id}"
                     if raw == near.source_hash
                     else None

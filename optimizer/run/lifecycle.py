@@ -318,8 +318,8 @@ def _provider(
             "store": store.location,
             "workspace": ws.root,
             "kernel_path": request.kernel,
-            "replay_run": store.resolve_run(request.provider_options.replay_run)
-            if request.provider_options.replay_run
+            "remeasure_run": store.resolve_run(request.provider_options.remeasure_run)
+            if request.provider_options.remeasure_run
             else None,
         }
     )

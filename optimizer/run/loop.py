@@ -602,7 +602,7 @@ class RunLoop:
                 )
             )
         events.append(proposal)
-        events += self._duplicate_events(cid, raw, norm, in_store=p.replays is None)
+        events += self._duplicate_events(cid, raw, norm, in_store=p.remeasures is None)
         self.s.output.write_experiment(
             cid, p.source, parent_id, self._source(parent_id), self._source(BASELINE_ID)
         )
@@ -612,7 +612,7 @@ class RunLoop:
         return cid
 
     def _duplicate_events(self, cid: str, raw: str, norm: str, in_store: bool) -> list[Event]:
-        """A replayed proposal re-measures history on purpose: it is deduplicated only in this run."""
+        """A proposal that re-measures a recorded one measures history on purpose: it is deduplicated only in this run."""
         m = self._find_in_run(raw, norm) or (self._find_in_store(raw, norm) if in_store else None)
         if m is None:
             return []

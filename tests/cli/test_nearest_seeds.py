@@ -41,7 +41,7 @@ def _optimize(tmp: Path, name: str, store: Path, cases: list[dict], *flags: str,
 def _candidates(store: Path, run_id: str) -> list[dict]:
     rows = queries.query(
         Store(store),
-        "SELECT candidate_id, knobs, evidence, replays, outcome FROM candidates "
+        "SELECT candidate_id, knobs, evidence, remeasures, outcome FROM candidates "
         "WHERE run_id = $r AND candidate_id <> 'baseline' ORDER BY candidate_id",
         {"r": run_id},
     ).to_pylist()
@@ -75,7 +75,7 @@ def test_new_shapes_start_from_the_first_runs_winner(first_run, tmp_path):
     assert c001["knobs"] == winner["knobs"]
     assert f"run {run1['run_id']}, {run1['winner_id']}" in c001["evidence"]
     assert "bundle: cases 1x1024, 1x800 → 1x2048, 1x512; same device" in c001["evidence"]
-    assert c001["replays"] == f"{run1['run_id']}/{run1['winner_id']}"
+    assert c001["remeasures"] == f"{run1['run_id']}/{run1['winner_id']}"
     assert c001["outcome"] in ("promoted", "rejected")  # re-measured here, not answered
 
 
@@ -113,10 +113,10 @@ def test_another_triton_version_is_seeded_from_the_old_run(first_run, tmp_path, 
     assert "same bundle; same device; Triton " in c001["evidence"] and "→ 9.9.0" in c001["evidence"]
 
 
-def test_after_a_triton_upgrade_replay_re_measures_the_best_known_and_history_shows_both(
+def test_after_a_triton_upgrade_remeasure_re_measures_the_best_known_and_history_shows_both(
     first_run, tmp_path, monkeypatch
 ):
-    """Issue 30 item 4: `--provider replay` without a run re-measures the kernel's best-known
+    """Issue 30 item 4: `--provider remeasure` without a run re-measures the kernel's best-known
     configurations under the new identity; history's Sources table shows each before and after."""
     _, run1, winner = first_run
     store = _copy(first_run, tmp_path)
@@ -125,14 +125,14 @@ def test_after_a_triton_upgrade_replay_re_measures_the_best_known_and_history_sh
         lifecycle, "tool_versions", lambda: real().model_copy(update={"triton": "9.9.0"})
     )
     bundle_cases = _cases((1, 1024), (1, 800))
-    run2 = _optimize(tmp_path, "r2", store, bundle_cases, "--provider", "replay", max_rounds=4)
-    replayed = _candidates(store, run2["run_id"])
+    run2 = _optimize(tmp_path, "r2", store, bundle_cases, "--provider", "remeasure", max_rounds=4)
+    again = _candidates(store, run2["run_id"])
     promoted1 = [c for c in _candidates(store, run1["run_id"]) if c["outcome"] == "promoted"]
-    assert replayed and len(replayed) <= len(promoted1)
-    assert {c["replays"] for c in replayed} <= {
+    assert again and len(again) <= len(promoted1)
+    assert {c["remeasures"] for c in again} <= {
         f"{run1['run_id']}/{c['candidate_id']}" for c in promoted1
     }
-    assert replayed[0]["knobs"] == winner["knobs"]  # the best known first
+    assert again[0]["knobs"] == winner["knobs"]  # the best known first
     done = CliRunner().invoke(
         main, ["history", "softmax_kernel", "--store", str(store), "--to", str(tmp_path / "h")]
     )

@@ -35,7 +35,7 @@ def _starts_were_the_best_known(store: Store, run_id: str) -> list[str]:
     rows = queries.query(
         store,
         "SELECT run_id, candidate_id, source_hash, outcome, decided_speedup, ci_low, ci_high, "
-        "decided_at, proposed_at, replays FROM candidates WHERE candidate_id <> 'baseline' "
+        "decided_at, proposed_at, remeasures FROM candidates WHERE candidate_id <> 'baseline' "
         "ORDER BY proposed_at",
     ).to_pylist()
     starts = []
@@ -55,7 +55,7 @@ def _starts_were_the_best_known(store: Store, run_id: str) -> list[str]:
         if c["source_hash"] not in known:
             continue  # a configuration never measured: the search, not a start
         starts.append(c["candidate_id"])
-        assert c["replays"], c  # re-measured on purpose, as a start
+        assert c["remeasures"], c  # re-measured on purpose, as a start
         mine = known[c["source_hash"]].speedup
         assert mine > 1.0 and all(mine >= e.speedup for e in known.values()), (c, known)
     return starts

@@ -5,7 +5,8 @@ event type added later is in the first golden log written after it: golden/v7 (s
 a run as that tlxdb writes it (the machine's state per benchmark call, the run's environment, and
 the current versions of the types before them), which must load as long as v1 does. golden/v8
 (store schema v8) is the same run as the next tlxdb writes it: RunStarted v3, with its cases'
-parameters, history_seeds and a prior run."""
+parameters, history_seeds and a prior run, and CandidateProposed v2 (`remeasures`, v1's
+`replays`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 from tlxstore import codec
 from tlxstore.codec import Codec
 from tlxstore.errors import EventValidationError
-from tlxstore.events import EVENT_TYPES, Event
+from tlxstore.events import EVENT_TYPES, CandidateProposed, Event
 from tlxstore.fold import fold
 from tlxstore.runlog import read_envelopes
 from tlxstore.upcasting import Upcasters
@@ -67,6 +68,20 @@ def test_golden_v8_log_loads_and_folds_with_its_case_parameters_and_history_seed
     assert state.started.thresholds.history_seeds == 2
     assert state.started.prior_runs == ["r20261204-090000-a7c0de"]
     assert state.started.thresholds.replicates == 3  # v7's keys kept beside it
+    assert state.candidates["c001"].proposal.remeasures == "r20261204-090000-a7c0de/c001"
+
+
+def test_a_v1_proposal_that_replays_a_candidate_reads_as_remeasuring_it():
+    """CandidateProposed v1 named the recorded candidate it measures again `replays`."""
+    rec = next(r for r in _records("v1") if r["type"] == "CandidateProposed")
+    rec.pop("batch_last")
+    rec["payload"]["replays"] = "r20261130-120000-aaaaaa/c004"
+    env = codec.decode(rec)
+    assert isinstance(env.event, CandidateProposed)
+    assert env.event.remeasures == "r20261130-120000-aaaaaa/c004"
+    again = codec.encode(env)
+    assert again["schema_version"] == 2 and "replays" not in again["payload"]
+    assert again["payload"]["remeasures"] == "r20261130-120000-aaaaaa/c004"
 
 
 def test_a_v7_run_started_is_carried_to_v3_as_seeding_nothing():
@@ -99,7 +114,7 @@ def test_golden_records_keep_every_value_when_reencoded(log):
         assert {k: v for k, v in again.items() if k not in ("payload", "schema_version")} == {
             k: v for k, v in rec.items() if k not in ("payload", "schema_version")
         }
-        assert _kept(rec["payload"], again["payload"])
+        assert _kept(_renamed(rec["type"], rec["payload"]), again["payload"])
 
 
 def test_released_upcasters_carry_v1_runs_to_what_they_meant():
@@ -115,6 +130,14 @@ def test_released_upcasters_carry_v1_runs_to_what_they_meant():
     decided = [c.decision for c in state.candidates.values() if c.decision is not None]
     assert decided and all(d.measured is None and d.notes == [] for d in decided)
     assert all(r.notes == [] for r in state.revalidations)
+
+
+RENAMED_FIELDS = {("CandidateProposed", "replays"): "remeasures"}  # v1 name -> v2 name
+
+
+def _renamed(event_type: str, payload: dict) -> dict:
+    """`payload` with the fields renamed since it was written under their current names."""
+    return {RENAMED_FIELDS.get((event_type, k), k): v for k, v in payload.items()}
 
 
 def _kept(old, new) -> bool:

@@ -323,9 +323,11 @@ V4_TABLES = (
 
 
 def _as_v7(store_path: Path) -> None:
-    """Turn a store into what tlxdb's store schema v7 wrote: no proj_run_inputs."""
+    """Turn a store into what tlxdb's store schema v7 wrote: no proj_run_inputs, and
+    proj_candidates.remeasures named replays."""
     con = duckdb.connect(str(store_path))
     con.execute("DROP TABLE proj_run_inputs")
+    con.execute("ALTER TABLE proj_candidates RENAME COLUMN remeasures TO replays")
     con.execute("UPDATE tlxdb_meta SET value = '7' WHERE key = 'store_schema_version'")
     con.close()
 

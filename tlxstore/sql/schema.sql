@@ -86,7 +86,7 @@ CREATE TABLE proj_candidates (
     tokens_in BIGINT,
     tokens_out BIGINT,
     cost_usd DOUBLE,
-    replays VARCHAR
+    remeasures VARCHAR  -- the recorded run/candidate it measures again (`replays` before v8)
 );
 
 -- one row per decision, carrying its candidate's identity (hashes, measurement key, hypothesis),

@@ -11,4 +11,7 @@ CREATE TABLE proj_run_inputs (
 CREATE OR REPLACE TEMPORARY TABLE unprojected AS
 SELECT run_id, seq, recorded_at, type, payload FROM events
 WHERE type = 'RunStarted' AND (pos IS NULL OR pos < (SELECT projected_pos FROM projection_state));
+-- "replay" names only re-deciding a run from its events: the recorded candidate a proposal
+-- measures again is `remeasures` (CandidateProposed v2; project.sql reads either key).
+ALTER TABLE proj_candidates RENAME COLUMN replays TO remeasures;
 UPDATE tlxdb_meta SET value = '8' WHERE key = 'store_schema_version';

@@ -182,7 +182,7 @@ def test_a_second_run_starts_from_the_best_configuration_of_earlier_runs():
     )
     assert proposals[0].knobs == best.knobs
     assert (
-        proposals[0].replays == f"r1/{best.candidate_id}"
+        proposals[0].remeasures == f"r1/{best.candidate_id}"
     )  # re-measured, not answered from the store
     assert len(proposals) <= 3 and isinstance(done, SearchExhausted)
 
@@ -236,7 +236,7 @@ def test_a_start_re_measured_luckier_in_this_run_does_not_send_it_back_to_a_wors
         at_block(4096, [*first, again], "r2", prior_best), lambda e: None
     )
     if isinstance(result, Proposal):
-        assert result.replays is None and result.knobs != {"BLOCK": 512}, result.hypothesis
+        assert result.remeasures is None and result.knobs != {"BLOCK": 512}, result.hypothesis
     else:  # every neighbour of 4096 is measured: the search is over
         assert (
             "BLOCK=4096 at 19.3x the baseline [99% CI 16.5, 22.6], pooled over 2" in result.reason
@@ -258,7 +258,7 @@ def test_the_best_known_start_is_the_best_by_pooled_estimate_not_by_its_luckiest
         context(SOFTMAX, prior, run_id="r3", prior_best=prior_best), lambda e: None
     )
     assert isinstance(start, Proposal) and start.knobs == {"BLOCK": 2048}
-    assert start.replays == "r1/c002"
+    assert start.remeasures == "r1/c002"
     assert "12x the baseline [99% CI" in start.evidence and "1 measurement" in start.evidence
 
     # once 2048 is measured in this run at 11x, 2048 pools two measurements; it stays the best
@@ -267,7 +267,7 @@ def test_the_best_known_start_is_the_best_by_pooled_estimate_not_by_its_luckiest
     after = TuneProvider().propose(
         at_block(2048, [*prior, remeasured], "r3", prior_best), lambda e: None
     )
-    assert isinstance(after, Proposal) and after.replays is None
+    assert isinstance(after, Proposal) and after.remeasures is None
     assert "BLOCK=2048 at 11.5x the baseline [99% CI" in after.evidence
     assert "pooled over 2 measurements" in after.evidence
 
@@ -282,7 +282,7 @@ def test_no_start_is_adopted_when_the_best_known_configuration_was_never_promote
     result = TuneProvider().propose(
         context(SOFTMAX, prior, run_id="r2", prior_best=[prior[0]]), lambda e: None
     )
-    assert isinstance(result, Proposal) and result.replays is None
+    assert isinstance(result, Proposal) and result.remeasures is None
     assert result.knobs != {"BLOCK": 512}
 
 
@@ -380,7 +380,7 @@ def test_measurements_of_another_kernel_are_not_taken_for_this_one():
     _, other, _ = drive(edited, interpreter_softmax, run_id="r0")
     best = best_of(other)
     result = TuneProvider().propose(context(SOFTMAX, other, prior_best=[best]), lambda e: None)
-    assert isinstance(result, Proposal) and result.replays is None  # no adoption across kernels
+    assert isinstance(result, Proposal) and result.remeasures is None  # no adoption across kernels
     assert result.knobs == {"BLOCK": 512}
 
 
@@ -545,7 +545,7 @@ def test_the_first_proposals_are_the_nearest_history_then_the_search_goes_on_fro
     first = proposals[0]
     assert first.evidence.startswith("nearest history #1 (seed 1 of 2): BLOCK=2048 was promoted")
     assert "run r0, c001" in first.evidence and "bundle: cases 1x1024 → 2x4096" in first.evidence
-    assert first.replays == "r0/c001"  # the same source, re-measured against this baseline
+    assert first.remeasures == "r0/c001"  # the same source, re-measured against this baseline
     assert first.change == "BLOCK 128→2048"
     # then the local search, from the best of what was measured: it reaches the cold run's best
     assert best_of(measured).knobs == best_of(cold_measured).knobs == {"BLOCK": 4096}

@@ -1,7 +1,7 @@
-"""`--provider replay --replay-run RUN`: re-propose a recorded run's candidates, in order, with
-their recorded metadata and no model, so history can be re-measured on another GPU or Triton.
-`--provider replay` without `--replay-run`: re-propose the kernel's best-known configurations
-under other identities (ctx.nearest, the view nearest_history: other runs' promoted sources of
+"""`--provider remeasure --remeasure-run RUN`: re-propose a recorded run's candidates, in order,
+with their recorded metadata and no model, so history can be re-measured on another GPU or
+Triton. `--provider remeasure` without `--remeasure-run`: re-propose the kernel's best-known
+configurations under other identities (ctx.nearest, the view nearest_history: other runs' promoted sources of
 this same kernel source, nearest first), so a Triton upgrade or a new GPU is one command.
 
 Invariants:
@@ -9,15 +9,17 @@ Invariants:
   tlxstore.fold.fold: exactly the state the recorded run had.
 - Every candidate of the recorded run except the baseline is re-proposed once, in proposal
   order, with its complete recorded source (whatever the new run's parent is) and
-  `replays = "<run_id>/<candidate_id>"`. A source proposed twice in the recorded run is
-  replayed once.
-- Replay measures on purpose: the loop must not treat a proposal with `replays` set as a
-  duplicate of what it replays.
+  `remeasures = "<run_id>/<candidate_id>"`. A source proposed twice in the recorded run is
+  re-measured once.
+- It measures on purpose: the loop must not treat a proposal with `remeasures` set as a
+  duplicate of what it re-measures.
 - On resume, candidates whose source this run has already measured are skipped.
 - After the last one: SearchExhausted.
+- Formerly the `replay` provider (`--replay-run`); the registry still takes that name
+  (optimizer.providers.RENAMED) and the CLI says it was renamed.
 - Without a recorded run: each source of ctx.nearest whose run measured this same kernel source
   (same_source) and that this run's identity has not measured is re-proposed once, nearest first,
-  with its stored text, its recorded knobs and `replays` naming where it was promoted; then
+  with its stored text, its recorded knobs and `remeasures` naming where it was promoted; then
   SearchExhausted.
 """
 
@@ -40,18 +42,18 @@ from tlxstore.events import Hypothesis
 from tlxstore.fold import fold
 
 
-class ReplayOptions(BaseModel):
-    """Options of the replay provider. Unknown keys (other providers' options) are ignored."""
+class RemeasureOptions(BaseModel):
+    """Options of the remeasure provider. Unknown keys (other providers' options) are ignored."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     # a run id, a unique prefix, or an output folder; None: the kernel's nearest history
-    replay_run: str | None = Field(default=None, min_length=1)
+    remeasure_run: str | None = Field(default=None, min_length=1)
     store: StoreRef
 
 
-class ReplayProvider:
-    name = "replay"
+class RemeasureProvider:
+    name = "remeasure"
     model: str | None = None
 
     def __init__(
@@ -60,14 +62,14 @@ class ReplayProvider:
         recorded: list[tuple[str, Proposal]],
         store: StoreRef | None = None,
     ) -> None:
-        self.run_id = run_id  # None: replay the nearest history instead of one run
+        self.run_id = run_id  # None: the nearest history instead of one run
         self.recorded = recorded  # (recorded source_hash, proposal), in proposal order
         self.store = store  # where the nearest history's sources are read
         self._next = 0
-        self._replayed: set[str] = set()  # sources of the nearest history proposed
+        self._proposed: set[str] = set()  # sources of the nearest history proposed
 
     @classmethod
-    def from_store(cls, store_path: StoreRef, run_ref: str) -> ReplayProvider:
+    def from_store(cls, store_path: StoreRef, run_ref: str) -> RemeasureProvider:
         """Load the recorded candidates of run_ref (raises UnknownRunError for a bad reference)."""
         from tlxstore.location import open_store  # the store is only needed for this provider
 
@@ -93,7 +95,7 @@ class ReplayProvider:
                         source=stored.text,
                         **p.model_dump(include=set(Hypothesis.model_fields)),
                         knobs=p.knobs,
-                        replays=f"{run_id}/{p.candidate_id}",
+                        remeasures=f"{run_id}/{p.candidate_id}",
                     ),
                 )
             )
@@ -108,10 +110,10 @@ class ReplayProvider:
             recorded_hash, proposal = self.recorded[self._next]
             self._next += 1
             if recorded_hash in measured_here:
-                continue  # resumed run: already replayed before the interruption
+                continue  # resumed run: already re-measured before the interruption
             return proposal
         return SearchExhausted(
-            reason=f"replayed all {len(self.recorded)} candidates of run {self.run_id}"
+            reason=f"re-measured all {len(self.recorded)} candidates of run {self.run_id}"
         )
 
     def _nearest(self, ctx: ProviderContext) -> Proposal | SearchExhausted:
@@ -120,9 +122,9 @@ class ReplayProvider:
         measured = {m.source_hash for m in ctx.measured}
         for near in ctx.nearest:
             h = near.source_hash
-            if not near.same_source or h in measured or h in self._replayed:
+            if not near.same_source or h in measured or h in self._proposed:
                 continue
-            self._replayed.add(h)
+            self._proposed.add(h)
             return Proposal(
                 source=self._source(h),
                 hypothesis=(
@@ -136,10 +138,10 @@ class ReplayProvider:
                 ),
                 change="the same source, measured again here",
                 knobs=near.knobs,
-                replays=f"{near.from_run_id}/{near.from_candidate_id}",
+                remeasures=f"{near.from_run_id}/{near.from_candidate_id}",
             )
         return SearchExhausted(
-            reason=f"replayed the {len(self._replayed)} best-known configurations of this "
+            reason=f"re-measured the {len(self._proposed)} best-known configurations of this "
             "kernel's nearest history that this identity had not measured"
         )
 
@@ -155,14 +157,14 @@ class ReplayProvider:
         return str(rows.column("text")[0].as_py())
 
 
-def create(options: Any) -> ReplayProvider:
-    """The replay provider from ProviderOptions or a mapping (keys: replay_run, store)."""
+def create(options: Any) -> RemeasureProvider:
+    """The remeasure provider from ProviderOptions or a mapping (keys: remeasure_run, store)."""
     opts = parse_options(
-        ReplayOptions,
+        RemeasureOptions,
         options,
-        "replay",
-        {"replay_run": "--replay-run RUN", "store": "--store PATH"},
+        "remeasure",
+        {"remeasure_run": "--remeasure-run RUN", "store": "--store PATH"},
     )
-    if opts.replay_run is None:
-        return ReplayProvider(None, [], opts.store)
-    return ReplayProvider.from_store(opts.store, opts.replay_run)
+    if opts.remeasure_run is None:
+        return RemeasureProvider(None, [], opts.store)
+    return RemeasureProvider.from_store(opts.store, opts.remeasure_run)

@@ -1,4 +1,4 @@
-"""The replay provider re-proposes a recorded run's candidates, read back through the store."""
+"""The remeasure provider re-proposes a recorded run's candidates, read back through the store."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from conftest import make_context, nearest_config
 
 from optimizer.providers import ProviderOptions
 from optimizer.providers.base import MeasuredCandidate, Proposal, SearchExhausted
-from optimizer.providers.replay import ReplayProvider, create
+from optimizer.providers.remeasure import RemeasureProvider, create
 from tlxstore.errors import ConfigError, UnknownRunError
 from tlxstore.events import CandidateProposed, Outcome, new_run_id
 from tlxstore.runlog import RunLog
@@ -27,7 +27,7 @@ def record_run(tmp_path: Path, store_path: Path, events) -> str:
     return run_id
 
 
-def drain(provider: ReplayProvider, ctx=None) -> list[Proposal | SearchExhausted]:
+def drain(provider: RemeasureProvider, ctx=None) -> list[Proposal | SearchExhausted]:
     ctx = ctx or make_context("cpu", "")
     out: list[Proposal | SearchExhausted] = []
     while not out or isinstance(out[-1], Proposal):
@@ -43,14 +43,14 @@ def test_replay_reproposes_every_candidate_in_order_with_its_metadata(tmp_path, 
     ]
     sources = {e.source_hash: e.text for e in events if e.type == "SourceStored"}
 
-    results = drain(create(ProviderOptions(replay_run=run_id, store=store_path)))
+    results = drain(create(ProviderOptions(remeasure_run=run_id, store=store_path)))
 
     *proposals, done = results
     assert (
         isinstance(done, SearchExhausted)
-        and f"replayed all 3 candidates of run {run_id}" == done.reason
+        and f"re-measured all 3 candidates of run {run_id}" == done.reason
     )
-    assert [p.replays for p in proposals] == [f"{run_id}/{c.candidate_id}" for c in recorded]
+    assert [p.remeasures for p in proposals] == [f"{run_id}/{c.candidate_id}" for c in recorded]
     assert [p.source for p in proposals] == [sources[c.source_hash] for c in recorded]
     assert [p.hypothesis for p in proposals] == [c.hypothesis for c in recorded]
     assert [p.knobs for p in proposals] == [c.knobs for c in recorded]
@@ -62,8 +62,8 @@ def test_a_source_proposed_twice_in_the_recorded_run_is_replayed_once(tmp_path, 
     events += candidate_events("c003", "def kernel(): return 1  # ", outcome=Outcome.DUPLICATE)[1:]
     events.append(finished)
     run_id = record_run(tmp_path, store_path, events)
-    *proposals, _ = drain(create({"replay_run": run_id, "store": store_path}))
-    assert [p.replays for p in proposals] == [f"{run_id}/c001", f"{run_id}/c002"]
+    *proposals, _ = drain(create({"remeasure_run": run_id, "store": store_path}))
+    assert [p.remeasures for p in proposals] == [f"{run_id}/c001", f"{run_id}/c002"]
 
 
 def test_a_resumed_replay_skips_what_this_run_already_measured(tmp_path, store_path):
@@ -88,23 +88,23 @@ def test_a_resumed_replay_skips_what_this_run_already_measured(tmp_path, store_p
             ),
         ],
     )
-    *proposals, _ = drain(create({"replay_run": run_id, "store": store_path}), ctx)
-    assert [p.replays for p in proposals] == [f"{run_id}/c002", f"{run_id}/c003"]
+    *proposals, _ = drain(create({"remeasure_run": run_id, "store": store_path}), ctx)
+    assert [p.remeasures for p in proposals] == [f"{run_id}/c002", f"{run_id}/c003"]
 
 
 def test_replay_accepts_a_run_id_prefix_or_an_output_folder(tmp_path, store_path):
     run_id = record_run(tmp_path, store_path, small_run(n_candidates=1, output_dir=str(tmp_path)))
-    assert create({"replay_run": run_id[:-2], "store": store_path}).run_id == run_id
+    assert create({"remeasure_run": run_id[:-2], "store": store_path}).run_id == run_id
     other_store = tmp_path / "other.duckdb"
-    assert create({"replay_run": str(tmp_path / run_id), "store": other_store}).run_id == run_id
+    assert create({"remeasure_run": str(tmp_path / run_id), "store": other_store}).run_id == run_id
 
 
 def test_an_unknown_run_or_missing_flag_is_refused(store_path):
     Store(store_path)
     with pytest.raises(UnknownRunError, match="no run 'r-nope'"):
-        create({"replay_run": "r-nope", "store": store_path})
-    with pytest.raises(ConfigError, match="--provider replay needs --store PATH"):
-        create(ProviderOptions(replay_run="r-nope"))
+        create({"remeasure_run": "r-nope", "store": store_path})
+    with pytest.raises(ConfigError, match="--provider remeasure needs --store PATH"):
+        create(ProviderOptions(remeasure_run="r-nope"))
 
 
 def test_without_a_run_replay_re_measures_the_nearest_history_of_this_kernel_source(
@@ -156,6 +156,6 @@ def test_without_a_run_replay_re_measures_the_nearest_history_of_this_kernel_sou
     first, done = drain(provider, make_context("cpu", "", nearest=nearest, measured=measured))
     assert isinstance(first, Proposal) and isinstance(done, SearchExhausted)
     assert first.source == texts["c003"]["text"] and first.knobs == {"BLOCK": 192}
-    assert first.replays == f"{run_id}/c003"
+    assert first.remeasures == f"{run_id}/c003"
     assert "Triton 3.3.0 → 3.4.0" in first.evidence
-    assert "replayed the 1 best-known configurations" in done.reason
+    assert "re-measured the 1 best-known configurations" in done.reason
