@@ -127,35 +127,50 @@ def _budget_options(f: Any) -> Any:
         click.option(
             "--max-extra-blocks",
             type=int,
-            help="Alternation blocks a candidate may get beyond its first ones while a case stays "
-            "noisier than --max-cv (default 6; 0: measure no more). docs/GUARDS.md, 'Noisy cases'.",
+            help=with_default(
+                "Alternation blocks a candidate may get beyond its first ones while a case stays "
+                "noisier than --max-cv (0: measure no more). docs/GUARDS.md, 'Noisy cases'.",
+                6,
+            ),
         ),
         click.option(
             "--strict-noise/--no-strict-noise",
             default=None,
-            help="The TLX agent's rule: a case noisier than --max-cv blocks promotion whatever its "
-            "interval. Default off: such a candidate is promoted when its whole interval lies "
-            "above --min-speedup, with a note naming the case.",
+            help=with_default(
+                "The TLX agent's rule: a case noisier than --max-cv blocks promotion whatever its "
+                "interval. Off: such a candidate is promoted when its whole interval lies above "
+                "--min-speedup, with a note naming the case.",
+                "--no-strict-noise",
+            ),
         ),
         click.option(
             "--replicates",
             type=int,
-            help="Independent replicates of the final revalidation, each in a fresh child "
-            "(default 3 on a GPU, 1 on the CPU interpreter). docs/GUARDS.md, 'Replicates'.",
+            help=with_default(
+                "Independent replicates of the final revalidation, each in a fresh child. "
+                "docs/GUARDS.md, 'Replicates'.",
+                "3 on a GPU, 1 on the CPU interpreter",
+            ),
         ),
         click.option(
             "--replicate-tolerance",
             type=float,
-            help="How far the replicates' speedups may spread (max / min - 1) and agree (default "
-            "0.02); spread further, the winner is kept, with a note, only when each replicate is "
-            "at least --min-speedup (under --strict-noise: not kept).",
+            help=with_default(
+                "How far the replicates' speedups may spread (max / min - 1) and agree; spread "
+                "further, the winner is kept, with a note, only when each replicate is at least "
+                "--min-speedup (under --strict-noise: not kept).",
+                0.02,
+            ),
         ),
         click.option(
             "--history-seeds",
             type=int,
-            help="How many configurations of the kernel's nearest history (other runs' winners on "
-            "other cases, versions or GPUs of the family) tune re-measures first (default 2; 0: "
-            "none). docs/TUNE.md, 'Seeds from the nearest history'.",
+            help=with_default(
+                "How many configurations of the kernel's nearest history (other runs' winners on "
+                "other cases, versions or GPUs of the family) tune re-measures first (0: none). "
+                "docs/TUNE.md, 'Seeds from the nearest history'.",
+                2,
+            ),
         ),
     ]
     for opt in reversed(opts):
@@ -289,7 +304,12 @@ def _render(result: RunResult, fmt: str) -> None:
         "the kernel's nearest history",
     ),
 )
-@click.option("--replay-run", "replay_run", hidden=True, help="The former name of --remeasure-run.")
+@click.option(
+    "--replay-run",
+    "replay_run",
+    hidden=True,
+    help=with_default("The former name of --remeasure-run.", "none"),
+)
 @_budget_options
 @click.option(
     "--commit-winner/--no-commit-winner",
