@@ -12,7 +12,7 @@ benchmarks/device/h200_machine.sh runs each under its own timeout:
    of 1024: do_bench times the launch, a host-bound case) and a large one, the tune provider,
    one round of two candidates, three replicates; ncu left out (PATH without it: its profiles
    are not what this run shows, and cost minutes).
-3. shared: the same, `--provider replay --replay-run QUIET` (the quiet run's candidates, in
+3. shared: the same, `--provider remeasure --remeasure-run QUIET` (the quiet run's candidates, in
    order), and from c001's proposal to the run's end a competing process (a bf16 matmul loop)
    on the GPU in bursts (--competitor-seconds each, one every BURST_PERIOD_S): the calls beside
    a burst are marked and measured again, and the decisions should be the quiet run's.
@@ -408,7 +408,7 @@ def main() -> int:
         quiet = _step_result(out, "quiet")
         if quiet and quiet["run_id"]:
             shared = optimize(
-                args, "shared", out, "--provider", "replay", "--replay-run", quiet["run_id"],
+                args, "shared", out, "--provider", "remeasure", "--remeasure-run", quiet["run_id"],
                 compete=True,
             )  # fmt: skip
             (out / "shared.json").write_text(json.dumps(shared) + "\n")

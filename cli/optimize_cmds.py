@@ -163,6 +163,16 @@ def _budget_options(f: Any) -> Any:
                 0.02,
             ),
         ),
+        click.option(
+            "--history-seeds",
+            type=int,
+            help=with_default(
+                "How many configurations of the kernel's nearest history (other runs' winners on "
+                "other cases, versions or GPUs of the family) tune re-measures first (0: none). "
+                "docs/TUNE.md, 'Seeds from the nearest history'.",
+                2,
+            ),
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -261,7 +271,8 @@ def _render(result: RunResult, fmt: str) -> None:
     default=None,
     help=with_default(
         "Who proposes candidates: tune (no model), llm, command (an external agent) or "
-        "replay (another run's candidates).",
+        "remeasure (history measured again here: --remeasure-run's candidates, or the kernel's "
+        "nearest history); 'replay' is its former name.",
         "tune, or llm with --model",
     ),
 )
@@ -288,8 +299,17 @@ def _render(result: RunResult, fmt: str) -> None:
     ),
 )
 @click.option(
+    "--remeasure-run",
+    help=with_default(
+        "The run whose candidates --provider remeasure re-proposes.",
+        "the kernel's nearest history",
+    ),
+)
+@click.option(
     "--replay-run",
-    help=with_default("The run whose candidates --provider replay re-proposes.", "none"),
+    "replay_run",
+    hidden=True,
+    help=with_default("The former name of --remeasure-run.", "none"),
 )
 @_budget_options
 @click.option(
@@ -377,6 +397,7 @@ def optimize(
             "collects kernel-level Proton (and ncu) profiles, not intra-kernel timelines",
             err=True,
         )
+    _renamed(settings)
     live = LiveLog(sys.stderr, sys.stderr.isatty())
     try:
         if resume_ref is not None:
@@ -398,6 +419,20 @@ def optimize(
     for line in result.notes:
         click.echo(f"note: {Redactor.from_environment().text(line)}", err=True)
     sys.exit(result.exit_code)
+
+
+def _renamed(settings: dict[str, Any]) -> None:
+    """The former spellings of the remeasure provider, taken in `settings` as the new ones, with
+    one line each on stderr: "replay" now names only re-deciding a run (`tlxdb replay`)."""
+    if settings.get("provider") == "replay":
+        click.echo("note: --provider replay is renamed --provider remeasure", err=True)
+        settings["provider"] = "remeasure"
+    old_run = settings.pop("replay_run", None)
+    if old_run is not None:
+        click.echo("note: --replay-run is renamed --remeasure-run", err=True)
+        if settings.get("remeasure_run") not in (None, old_run):
+            raise click.UsageError("give one of --remeasure-run and --replay-run")
+        settings["remeasure_run"] = old_run
 
 
 # this command's parameter names where the run layer names the setting otherwise
@@ -427,7 +462,7 @@ def _run_request(store: Path, s: dict[str, Any]) -> lifecycle.RunRequest:
             model=s["model"],
             api_base=s["api_base"],
             command=s["provider_command"],
-            replay_run=s["replay_run"],
+            remeasure_run=s["remeasure_run"],
         ),
         prior_runs=list(s["prior_runs"]),
         commit=lifecycle.CommitOptions.model_validate(

@@ -15,12 +15,14 @@ from typing import Any
 import pyarrow as pa
 from pydantic import TypeAdapter
 
-from queries.models import Exclusion, MeasuredCandidate, MeasuredMatch
+import queries
+from queries.models import Exclusion, MeasuredCandidate, MeasuredMatch, NearestConfig
 from queries.replica import replica_of
 from tlxstore.store import Store
 
 _MEASURED = TypeAdapter(list[MeasuredCandidate])
 _EXCLUSIONS = TypeAdapter(list[Exclusion])
+_NEAREST = TypeAdapter(list[NearestConfig])
 
 
 def _measured(table: pa.Table) -> list[MeasuredCandidate]:
@@ -152,3 +154,21 @@ def prompt_context(
     )
     measured, excluded, best = tables
     return _measured(measured), _exclusions(excluded), _measured(best)
+
+
+def nearest_configs(store: Store, run_id: str, limit: int = 10) -> list[NearestConfig] | None:
+    """The configurations other runs promoted for this run's kernel, nearest first (the view
+    nearest_history, read once per run: it pools and compares runs, not a per-candidate lookup);
+    None while the store does not hold the run yet."""
+    (rows,) = queries.report(
+        store, ["nearest_configs"], {"run_id": run_id, "limit": limit}
+    ).values()
+    if not rows:
+        return None
+    return _NEAREST.validate_python(
+        [
+            {**row, "knobs": json.loads(row["knobs"]) if row["knobs"] else {}}
+            for row in rows
+            if row["rank"] is not None
+        ]
+    )

@@ -24,6 +24,8 @@ class MeasuredCandidate(_Row):
     knobs: dict[str, Any] = {}
     outcome: str | None  # promoted / rejected / failed / duplicate, None when undecided
     speedup: float | None = None  # vs that run's baseline
+    ci_low: float | None = None  # the decision's 99% interval of the speedup
+    ci_high: float | None = None
     reason: str = ""
     hypothesis: str = ""
 
@@ -54,3 +56,26 @@ class MeasuredMatch(_Row):
     ci_high: float | None = None
     reason: str = ""
     pending: bool = False
+
+
+class NearestConfig(_Row):
+    """A configuration another run promoted for this kernel, as the view nearest_history ranks
+    it for a run (docs/STORE.md): where it was measured, its pooled speedup there (against that
+    run's baseline) and what differs from the run asking."""
+
+    rank: int
+    from_run_id: str
+    from_candidate_id: str
+    source_hash: str
+    knobs: dict[str, Any] = {}
+    speedup: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+    measurements: int = 1
+    distance: float
+    same_bundle: bool
+    same_device: bool
+    same_versions: bool
+    same_source: bool
+    from_prior_run: bool = False
+    differs: str = ""

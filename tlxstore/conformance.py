@@ -52,6 +52,7 @@ PROJECTIONS = (
     "proj_exclusions",
     "proj_failures",
     "proj_run_candidates",
+    "proj_run_inputs",
 )
 
 

@@ -143,6 +143,9 @@ class Thresholds(Frozen):
     # finalist to be kept (docs/GUARDS.md, "Replicates")
     replicates: int | None = Field(default=None, ge=1)
     replicate_tolerance: float = Field(default=0.02, ge=0)
+    # how many configurations of the kernel's nearest history (other cases, versions, devices of
+    # the family, an edited source: the view nearest_history) tune re-measures first (docs/TUNE.md)
+    history_seeds: int = Field(default=2, ge=0)
 
 
 TLX_DEFAULT_THRESHOLDS = Thresholds(
@@ -155,13 +158,14 @@ TLX_DEFAULT_THRESHOLDS = Thresholds(
     benchmark_repetitions=10,
     max_extra_blocks=0,
     strict_noise=True,
+    history_seeds=0,
 )
 """The TLX agent's OptimizationBudget defaults and its rule (a case noisier than max_cv blocks
 promotion; no extra measurement): what an imported TLX agent folder (which does not record its
 values) is taken to have run with."""
 
 DEFAULT_THRESHOLDS = TLX_DEFAULT_THRESHOLDS.model_copy(
-    update={"max_extra_blocks": 6, "strict_noise": False}
+    update={"max_extra_blocks": 6, "strict_noise": False, "history_seeds": 2}
 )
 """tlxdb's flag defaults: the TLX agent's budget, with up to 6 extra alternation blocks for a noisy
 case and promotion on the interval where a case stays noisy (docs/GUARDS.md, "Noisy cases")."""
@@ -227,7 +231,8 @@ class Event(Frozen):
 
 
 class RunStarted(Event):
-    SCHEMA_VERSION: ClassVar[int] = 2  # v2: thresholds.max_extra_blocks and strict_noise
+    # v2: thresholds.max_extra_blocks and strict_noise; v3: case_parameters, thresholds.history_seeds
+    SCHEMA_VERSION: ClassVar[int] = 3
     type: Literal["RunStarted"] = "RunStarted"
     argv: list[str]
     host: str
@@ -249,6 +254,9 @@ class RunStarted(Event):
     # protected_cases None: unknown (every weighted case counts as protected)
     case_weights: dict[str, float] = {}
     protected_cases: list[str] | None = None
+    # each case's parameters as cases.json gives them (case id -> name -> value), so the shapes of
+    # two bundles can be compared (nearest_history); {}: not recorded (a v1/v2 run)
+    case_parameters: dict[str, dict[str, Any]] = {}
 
 
 class BundleValidated(Event):
@@ -299,13 +307,15 @@ class ProposalRecord(Frozen):
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost_usd: float | None = None
-    replays: str | None = None  # "run_id/candidate_id" this candidate re-proposes
+    # "run_id/candidate_id" this candidate re-proposes, to be measured again here (v1: `replays`)
+    remeasures: str | None = None
 
 
 class CandidateProposed(ProposalRecord, Hypothesis, Event):
     """A candidate and why: its place in the run, the provider's Hypothesis and ProposalRecord
     fields, and its source hashes (the text is a SourceStored event)."""
 
+    SCHEMA_VERSION: ClassVar[int] = 2  # v2: `replays` renamed `remeasures`
     type: Literal["CandidateProposed"] = "CandidateProposed"
     candidate_id: str  # unique within the run: "baseline", "c001", ...
     parent_id: str | None

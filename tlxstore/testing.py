@@ -150,6 +150,37 @@ def candidate_events(
     return out
 
 
+def decided(
+    candidate_id: str,
+    source_hash: str,
+    outcome: Outcome,
+    speedup: float | None = None,
+    ci: tuple[float | None, float | None] = (None, None),
+    round_: int = 1,
+) -> list[Event]:
+    """A candidate's proposal and its decision alone (no samples): what the views that read
+    decided speedups need."""
+    return [
+        CandidateProposed(
+            candidate_id=candidate_id,
+            parent_id=BASELINE_ID,
+            round=round_,
+            provider="tune",
+            hypothesis="",
+            source_hash=source_hash,
+            normalized_hash=source_hash,
+        ),
+        DecisionMade(
+            candidate_id=candidate_id,
+            outcome=outcome,
+            reason=f"decided {outcome.value}",
+            speedup=speedup,
+            ci_low=ci[0],
+            ci_high=ci[1],
+        ),
+    ]
+
+
 def cut_short(candidate_id: str, source: str) -> list[Event]:
     """A candidate as the loop records one whose evaluation timed out: source, proposal, the
     retryable infrastructure failure, DecisionMade(failed). It is decided, not measured."""

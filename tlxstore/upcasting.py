@@ -13,6 +13,11 @@ steps; RELEASED holds the steps of every released change:
   None); a v1 decision's `measured` is unknown (None: the store derives it as v1 did) and it has
   no notes; a v1 run decided under the TLX agent's CV gate (strict_noise) and measured no extra
   blocks, so a replay of it decides as it did.
+- v3 of RunStarted (the cases' parameters, for the nearest history of a kernel; how many of its
+  configurations tune re-measures first): a v2 run did not record the parameters ({}: unknown;
+  nearest_history then compares its bundle by digest alone) and seeded nothing (0).
+- v2 of CandidateProposed (one meaning per word: "replay" is re-deciding a run from its events):
+  v1's `replays`, the recorded candidate a proposal measures again, is `remeasures`.
 """
 
 from __future__ import annotations
@@ -66,11 +71,26 @@ def _v1_started(payload: Payload) -> Payload:
     return payload
 
 
+def _v2_started(payload: Payload) -> Payload:
+    payload.setdefault("case_parameters", {})
+    thresholds = dict(payload.get("thresholds") or {})
+    thresholds.setdefault("history_seeds", 0)
+    payload["thresholds"] = thresholds
+    return payload
+
+
+def _v1_proposed(payload: Payload) -> Payload:
+    payload["remeasures"] = payload.pop("replays", None)
+    return payload
+
+
 RELEASED = Upcasters(
     {
+        ("CandidateProposed", 1): _v1_proposed,
         ("BenchmarkSampled", 1): _v1_sampled,
         ("DecisionMade", 1): _v1_decided,
         ("FinalistRevalidated", 1): _v1_revalidated,
         ("RunStarted", 1): _v1_started,
+        ("RunStarted", 2): _v2_started,
     }
 )

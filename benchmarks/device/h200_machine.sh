@@ -7,7 +7,7 @@
 #      a competing process the script starts                    -> nvml_trace.json (in machine.tgz)
 #   b. quiet: `tlxdb optimize` of the softmax example (a host-bound 1x1024 case and an 8192^2
 #      one), tune provider, one round of two candidates, three replicates
-#   c. shared: the same candidates again (--provider replay), a competing GPU process started by
+#   c. shared: the same candidates again (--provider remeasure), a competing GPU process started by
 #      the script as c001 is proposed and stopped a second after c001's window began
 #   d. summary: both runs exported (tlxdb export), summary.md/json, machine_states.jsonl
 # plus gpu.txt (env.sh) and machine_log.txt (each step's exit status, seconds and last lines).

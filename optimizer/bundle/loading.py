@@ -102,6 +102,7 @@ class BudgetFile(BaseModel):
     strict_noise: bool | None = None
     replicates: int | None = Field(None, gt=0)
     replicate_tolerance: float | None = Field(None, ge=0, allow_inf_nan=False)
+    history_seeds: int | None = Field(None, ge=0)
 
 
 def _one_line(file: str, err: ValidationError, prefix: str = "") -> str:
@@ -391,6 +392,7 @@ _BOUNDS = {
     "max_cv": "must not be negative",
     "max_extra_blocks": "must not be negative",
     "replicate_tolerance": "must not be negative",
+    "history_seeds": "must not be negative",
 }
 """Each threshold's bound where it is not "greater than 0" (max_cv 0 admits only constant
 samples, as in the TLX agent)."""

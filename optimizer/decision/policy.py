@@ -685,25 +685,31 @@ def decide_revalidation(
     )
     if problem:
         return result(False, problem, comp, alternations, found.notes + machine_notes, speedups)
-    if disagree:
-        agreed = [
-            f"{len(speedups)} replicates in fresh children differ in size: "
-            f"{_speedups_text(speedups)}, above the bound of "
-            f"{thresholds.replicate_tolerance:.2%}; each is above min {thresholds.min_speedup}, "
-            f"so the win holds: its smallest, {min(speedups):.4f}x, is the one to quote"
-        ]
-    elif len(speedups) > 1:
-        agreed = [f"{len(speedups)} replicates in fresh children agree: {_speedups_text(speedups)}"]
-    else:
-        agreed = []
     return result(
         True,
         f"speedup {_fmt(comp)} against a fresh baseline over {alternations} interleaved alternations",
         comp,
         alternations,
-        found.notes + agreed + machine_notes,
+        found.notes + _replicate_notes(speedups, disagree, thresholds) + machine_notes,
         speedups,
     )
+
+
+def _replicate_notes(
+    speedups: list[float], disagree: str | None, thresholds: Thresholds
+) -> list[str]:
+    """A surviving finalist's note on its replicates: they differ in size but each holds (the
+    smallest is the one to quote), or they agree; none for a single replicate."""
+    if disagree:
+        return [
+            f"{len(speedups)} replicates in fresh children differ in size: "
+            f"{_speedups_text(speedups)}, above the bound of "
+            f"{thresholds.replicate_tolerance:.2%}; each is above min {thresholds.min_speedup}, "
+            f"so the win holds: its smallest, {min(speedups):.4f}x, is the one to quote"
+        ]
+    if len(speedups) > 1:
+        return [f"{len(speedups)} replicates in fresh children agree: {_speedups_text(speedups)}"]
+    return []
 
 
 def _revalidation_blocks(

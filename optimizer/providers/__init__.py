@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from optimizer.providers.base import Provider
 from tlxstore.config import StoreRef
@@ -22,8 +22,11 @@ BUILTIN: dict[str, str] = {
     "tune": "optimizer.providers.tune",
     "llm": "optimizer.providers.llm",
     "command": "optimizer.providers.command",
-    "replay": "optimizer.providers.replay",
+    "remeasure": "optimizer.providers.remeasure",
 }
+RENAMED: dict[str, str] = {"replay": "remeasure"}
+"""Providers' former names, still accepted: "replay" re-measured history, a word that now means
+only re-deciding a run from its events (`tlxdb replay`)."""
 
 
 class ProviderOptions(BaseModel):
@@ -34,7 +37,11 @@ class ProviderOptions(BaseModel):
     model: str | None = None  # --model
     api_base: str | None = None  # an OpenAI-compatible server for --provider llm
     command: str | None = None  # --provider-command
-    replay_run: str | None = None  # --replay-run (a run id, already resolved in the store)
+    # --remeasure-run (a run id, already resolved in the store); `replay_run` in a run request
+    # written before the rename
+    remeasure_run: str | None = Field(
+        default=None, validation_alias=AliasChoices("remeasure_run", "replay_run")
+    )
     store: StoreRef | None = None  # the evidence store (a path or a team store's URL)
     workspace: Path | None = None  # the run's private workspace (candidates/<id>/ for agents)
     kernel_path: Path | None = None
@@ -66,6 +73,7 @@ class ProviderRegistry:
         return sorted(set(self._builtin) | set(self._factories))
 
     def create(self, name: str, options: ProviderOptions) -> Provider:
+        name = RENAMED.get(name, name) if name not in self._factories else name
         if name in self._factories:
             return self._factories[name](options)
         module_name = self._builtin.get(name)

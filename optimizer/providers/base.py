@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from optimizer.bundle.spec import CaseSpec, TargetSpec
 
 # rows of the store lookups (queries/models.py), used in the context as they come
-from queries.models import Exclusion, MeasuredCandidate
+from queries.models import Exclusion, MeasuredCandidate, NearestConfig
 from tlxstore.errors import TlxdbError
 from tlxstore.events import (
     DeviceInfo,
@@ -85,6 +85,12 @@ class ProviderContext(_Model):
     measured: list[MeasuredCandidate] = []  # this run and every prior run with the same identity
     exclusions: list[Exclusion] = []
     prior_best: list[MeasuredCandidate] = []  # best candidates of prior runs, best first
+    # configurations other runs promoted for this kernel under another measurement identity (other
+    # cases, device of the family, versions, an edited source), nearest first (nearest_history)
+    nearest: list[NearestConfig] = []
+    history_seeds: int = (
+        0  # how many of `nearest` tune re-measures first (thresholds.history_seeds)
+    )
     peak_bandwidth_bytes_per_s: float | None = None
     peak_flops_per_s: float | None = None
     # The original kernel's launches observed at run time (the baseline's verification). Rewrites

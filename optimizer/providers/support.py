@@ -1,4 +1,4 @@
-"""What the model-driven providers (llm, command, replay) share.
+"""What the model-driven providers (llm, command, remeasure) share.
 
 - `redact`: API keys come from the environment and must never enter events, logs or files.
   Every text these providers record (errors, replies, agent output) passes through it.

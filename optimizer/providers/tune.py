@@ -8,9 +8,13 @@ The strategy (docs/TUNE.md has the long form):
 - The evidence is every measured candidate of this kernel under this measurement identity, in any
   run (ctx.measured). A measured entry counts as a configuration of *this* kernel only when
   rendering that configuration onto the parent (or the original) gives exactly its source hash.
-- The center is the best measured configuration. The first proposal of a run re-adopts the best
-  configuration of prior runs (ctx.prior_best) as a replay of that candidate (re-measured against
-  this run's baseline, not answered from the store), so a second run starts where the first ended.
+- A configuration measured more than once (in this run or others) is one point: its score is the
+  pooled estimate of its measurements (optimizer/decision/pooling.py), never the best of them.
+- The center is the best measured configuration. Once per run, before searching, the run
+  re-adopts the best known configuration by pooled estimate when a prior run promoted it and this
+  run has not measured it, as a re-measurement of that candidate (re-measured against this run's
+  baseline, not answered from the store), so a second run starts where the first ended. A
+  configuration whose pooled estimate is below another known one's is never that start.
 - Moves are per-knob steps in log2 (domain-index) space from the center: the first step in a
   direction is half the room left that way; a step in the direction that just improved doubles
   (the search accelerates); a direction with a worse point ahead bisects toward it; a direction
@@ -31,6 +35,7 @@ from dataclasses import dataclass
 
 from optimizer.bundle.spec import CaseSpec, TargetSpec
 from optimizer.decision.identity import raw_source_hash
+from optimizer.decision.pooling import Estimate, Measurement, pool_by
 from optimizer.evaluation.launches import dominant_first, observed_values
 from optimizer.providers import ProviderOptions, roofline_order
 from optimizer.providers.base import (
@@ -94,10 +99,16 @@ def _key(config: Config) -> str:
 @dataclass(frozen=True)
 class _Point:
     config: Config
-    score: float | None  # log(speedup vs baseline); None: failed
-    run_id: str
+    score: float | None  # log(pooled speedup vs baseline); None: failed
+    run_id: str  # where it was first measured
     candidate_id: str
     order: int = -1  # position in the measured history (-1: the baseline, measured first)
+    estimate: Estimate | None = None  # what the score pools (None: the baseline, or failed)
+    members: frozenset[tuple[str, str]] = frozenset()  # (run, candidate) of each decided entry
+
+    @property
+    def runs(self) -> set[str]:
+        return {run for run, _ in self.members}
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,7 @@ class TuneProvider:
     def __init__(self) -> None:
         self._proposed: dict[str, set[str]] = {}  # run_id -> source hashes proposed in this process
         self._told: set[str] = set()  # runs whose unreadable knobs are recorded
+        self._seeded: dict[str, int] = {}  # run_id -> seeds from the nearest history proposed
         self._observed: Observed = ()  # what the original's launches showed (set per proposal)
 
     # ---- the protocol ---------------------------------------------------------------------
@@ -136,9 +148,12 @@ class TuneProvider:
             return _exhausted(space, "the kernel states no tunable launch or compile knob")
         names = sorted(domains)
         points, taken = self._evidence(ctx, base, space, names)
-        adopt = self._adoption(ctx, base, space, names, points, taken)
+        adopt = self._adoption(ctx, base, space, names, points)
         if adopt is not None:
             return adopt
+        seed = self._seed(ctx, base, space, names, taken)
+        if seed is not None:
+            return seed
         # The center is the incumbent (the parent) when it is a measured configuration of this
         # kernel: a rejected neighbour that measured a hair faster does not move the search.
         parent_config = {n: space.by_name()[n].value for n in names}
@@ -155,7 +170,7 @@ class TuneProvider:
             source, chosen = move
             return self._proposal(ctx, space, source, parent_config, chosen, center, len(points))
         best_text = (
-            f"{_key(center.config)} at {math.exp(center.score):.3g}x the baseline"
+            f"{_key(center.config)} at {_score_text(center)}"
             if center is not None and center.score is not None
             else _key(parent_config)
         )
@@ -210,6 +225,9 @@ class TuneProvider:
         if not space.autotune_choices:
             return ctx.parent_source, space
         measured = {m.source_hash: m for m in ctx.measured}
+        pooled = pool_by(
+            (m.source_hash, x) for m in ctx.measured if (x := _measurement(m)) is not None
+        )
         best: tuple[float, str] | None = None
         for choice in space.autotune_choices:
             for i, config in enumerate(choice.configs):
@@ -237,9 +255,9 @@ class TuneProvider:
                         hypothesis_kind=HypothesisKind.AUTOTUNE_PIN.value,
                         knobs=config,
                     ), space
-                speedup = entry.speedup if entry.outcome in ("promoted", "rejected") else None
-                if speedup is not None and (best is None or speedup > best[0]):
-                    best = (speedup, pinned)
+                estimate = pooled.get(raw)
+                if estimate is not None and (best is None or estimate.speedup > best[0]):
+                    best = (estimate.speedup, pinned)
             if best is None:
                 return _exhausted(
                     space, f"every autotune config of {choice.kernel} failed when pinned"
@@ -266,6 +284,7 @@ class TuneProvider:
         if baseline is not None:  # the unit of every speedup; the store lists decided candidates
             points[_key(baseline)] = _Point(baseline, 0.0, ctx.run_id, BASELINE_ID, -1)
             taken.add(_key(baseline))
+        decided: dict[str, list[tuple[int, MeasuredCandidate, Config]]] = {}
         for order, m in enumerate(ctx.measured):  # oldest first
             taken.add(m.source_hash)
             config = self._config_of(m, base, names, parent_values, renders)
@@ -273,13 +292,10 @@ class TuneProvider:
                 continue
             key = _key(config)
             taken.add(key)
-            decided, score = _score(m)
-            if not decided:
-                continue
-            old = points.get(key)
-            if old is None or _order(old.score) < _order(score):
-                first = order if old is None else min(old.order, order)
-                points[key] = _Point(config, score, m.run_id, m.candidate_id, first)
+            if m.outcome == "failed" or _measurement(m) is not None:
+                decided.setdefault(key, []).append((order, m, config))
+        for key, seen in decided.items():
+            points[key] = _point(seen, points.get(key))
         for ex in ctx.exclusions:
             sig = parse_signature(ex.signature)
             if sig is not None and set(sig) == set(names):
@@ -326,51 +342,119 @@ class TuneProvider:
         space: KnobSpace,
         names: list[str],
         points: dict[str, _Point],
-        taken: set[str],
     ) -> Proposal | None:
-        """Re-adopt the best configuration of prior runs once per run, before searching."""
+        """Re-adopt, once per run and before searching, the best known configuration by pooled
+        estimate when it is one of the prior runs' best (ctx.prior_best: promoted there) and
+        this run has not measured it; a configuration whose pooled estimate is below another
+        known one's is never proposed as the start."""
         proposed = self._proposed.setdefault(ctx.run_id, set())
-        this_run = {_key(p.config) for p in points.values() if p.run_id == ctx.run_id}
+        best = _best(points)
+        if best is None or best.score is None or best.score <= 0 or best.estimate is None:
+            return None
         parent_config = {n: space.by_name()[n].value for n in names}
-        for prior in ctx.prior_best:
-            if prior.run_id == ctx.run_id:
+        prior = next(
+            (
+                m
+                for m in ctx.prior_best
+                if m.run_id != ctx.run_id and (m.run_id, m.candidate_id) in best.members
+            ),
+            None,
+        )
+        if prior is None or best.config == parent_config or ctx.run_id in best.runs:
+            return None
+        source = self._apply(base, best.config)
+        raw = raw_source_hash(source)
+        if raw in proposed:
+            return None
+        proposed.add(raw)
+        run_id, candidate_id = prior.run_id, prior.candidate_id
+        key, speedup = _key(best.config), best.estimate.speedup
+        return Proposal(
+            source=source,
+            hypothesis=(
+                f"The best known configuration ({key}), by the pooled estimate of every "
+                "measurement of it, is the best known start: re-measure it against this run's "
+                "baseline"
+            ),
+            evidence=(
+                f"{key}: {_pooled_text(best.estimate)}, over {len(best.runs)} run(s) on this "
+                f"bundle and hardware (first measured in run {best.run_id}, "
+                f"{best.candidate_id}; promoted in run {run_id}, {candidate_id}); no other "
+                f"configuration of the {len(points)} known measures better"
+            ),
+            change=_change(parent_config, best.config),
+            expected_effect=f"about {speedup:.3g}x the baseline, as measured before",
+            risk="none beyond measurement drift: the same source was measured before",
+            hypothesis_kind=HypothesisKind.LAUNCH_CONFIG.value,
+            knobs=best.config,
+            # a re-measurement on purpose: the loop must not answer it with the old result
+            remeasures=f"{run_id}/{candidate_id}",
+        )
+
+    def _seed(
+        self, ctx: ProviderContext, base: str, space: KnobSpace, names: list[str], taken: set[str]
+    ) -> Proposal | None:
+        """The next of the run's first ctx.history_seeds proposals: the nearest-history
+        configuration ranked highest (ctx.nearest: other runs' winners on other cases, versions,
+        devices of the family, an edited source) whose knobs all render onto this kernel, that
+        breaks no constraint here and that this identity has not measured. It is re-measured
+        against this run's baseline; the search then goes on from the incumbent, whatever the
+        seed measured."""
+        seeded = self._seeded.get(ctx.run_id, 0)
+        if seeded >= ctx.history_seeds:
+            return None
+        proposed = self._proposed.setdefault(ctx.run_id, set())
+        parent_config = {n: space.by_name()[n].value for n in names}
+        for near in ctx.nearest:
+            if not all(isinstance(near.knobs.get(n), int) for n in names):
+                continue  # a configuration of other knobs (an edit renamed or removed one)
+            config = {n: int(near.knobs[n]) for n in names}
+            if config == parent_config or _key(config) in taken:
                 continue
-            point = next(
-                (
-                    p
-                    for p in points.values()
-                    if p.run_id == prior.run_id and p.candidate_id == prior.candidate_id
-                ),
-                None,
-            )
-            if point is None or point.score is None or point.score <= 0:
+            if _violation(ctx, space, config) is not None:
                 continue
-            key = _key(point.config)
-            if point.config == parent_config or key in this_run:
-                return None
-            source = self._apply(base, point.config)
+            try:
+                source = self._apply(base, config)
+            except KnobError:
+                continue  # its knobs do not render onto this version of the kernel
             raw = raw_source_hash(source)
-            if raw in proposed:
-                return None
+            if raw in taken or raw in proposed:
+                continue
             proposed.add(raw)
-            change = _change(parent_config, point.config)
+            self._seeded[ctx.run_id] = seeded + 1
+            key = _key(config)
+            figure = _pooled_text(
+                Estimate(near.speedup, near.ci_low, near.ci_high, near.measurements, 0)
+            )
             return Proposal(
                 source=source,
                 hypothesis=(
-                    f"The best configuration of run {prior.run_id} ({key}) is the best "
-                    "known start: re-measure it against this run's baseline"
+                    f"The configuration that won on the nearest history ({key}, run "
+                    f"{near.from_run_id}) is a better start than the untuned one: re-measure it "
+                    "against this run's baseline"
                 ),
                 evidence=(
-                    f"run {prior.run_id}, candidate {prior.candidate_id}: "
-                    f"{math.exp(point.score):.3g}x its baseline on this bundle and hardware"
+                    f"nearest history #{near.rank} (seed {seeded + 1} of {ctx.history_seeds}): "
+                    f"{key} was promoted in run {near.from_run_id}, {near.from_candidate_id}, at "
+                    f"{figure} there ({near.differs}); measured there, not here"
                 ),
-                change=change,
-                expected_effect=f"about {math.exp(point.score):.3g}x the baseline, as measured before",
-                risk="none beyond measurement drift: the same source was measured before",
+                change=_change(parent_config, config),
+                expected_effect=(
+                    f"near {near.speedup:.3g}x the baseline if what differs "
+                    f"({near.differs}) does not move the optimum"
+                ),
+                risk=(
+                    "another bundle, device or version may prefer another configuration; a seed "
+                    "that measures worse costs one evaluation and the search goes on from the "
+                    "incumbent"
+                ),
                 hypothesis_kind=HypothesisKind.LAUNCH_CONFIG.value,
-                knobs=point.config,
-                # a re-measurement on purpose: the loop must not answer it with the old result
-                replays=f"{prior.run_id}/{prior.candidate_id}",
+                knobs=config,
+                remeasures=(
+                    f"{near.from_run_id}/{near.from_candidate_id}"
+                    if raw == near.source_hash
+                    else None
+                ),
             )
         return None
 
@@ -633,7 +717,7 @@ class TuneProvider:
         best = (
             "the baseline"
             if center is None or center.score is None
-            else f"{_key(center.config)} at {math.exp(center.score):.3g}x the baseline "
+            else f"{_key(center.config)} at {_score_text(center)} "
             f"(run {center.run_id}, {center.candidate_id})"
         )
         evidence = (
@@ -724,15 +808,63 @@ def _rank(order: list[str], kernel: str) -> int:
     return order.index(kernel) if kernel in order else len(order)
 
 
-def _score(m: MeasuredCandidate) -> tuple[bool, float | None]:
-    """(decided, log(speedup vs baseline)); the score is None for a failure."""
-    if m.outcome == "failed":
-        return True, None
-    if m.speedup is not None and m.speedup > 0:
-        return True, math.log(m.speedup)
-    if m.candidate_id == BASELINE_ID:
-        return True, 0.0  # the baseline is the unit of every speedup
-    return False, None
+def _measurement(m: MeasuredCandidate) -> Measurement | None:
+    """A decision that measured a speedup (promoted or rejected), as pooling takes it; a
+    failure, a duplicate (it repeats its original's figure) or an undecided one is none."""
+    if m.outcome not in ("promoted", "rejected") or m.speedup is None or m.speedup <= 0:
+        return None
+    return Measurement(m.speedup, m.ci_low, m.ci_high)
+
+
+def _point(seen: list[tuple[int, MeasuredCandidate, Config]], unit: _Point | None) -> _Point:
+    """One configuration's point from its decided entries (oldest first): the pooled estimate of
+    its measurements, or a failure when none measured a speedup. The baseline's configuration
+    (`unit`) stays the unit of every speedup unless it was measured as a candidate too."""
+    order, first, config = seen[0]
+    ms = [(0, x) for _, m, _ in seen if (x := _measurement(m)) is not None]
+    estimate = pool_by(ms).get(0)
+    if estimate is None and unit is not None:
+        return unit
+    return _Point(
+        config,
+        None if estimate is None else math.log(estimate.speedup),
+        first.run_id if unit is None else unit.run_id,
+        first.candidate_id if unit is None else unit.candidate_id,
+        order if unit is None else unit.order,
+        estimate,
+        frozenset((m.run_id, m.candidate_id) for _, m, _ in seen),
+    )
+
+
+def _best(points: dict[str, _Point]) -> _Point | None:
+    """The known configuration with the best pooled score (the first measured on a tie)."""
+    scored = [p for p in points.values() if p.score is not None]
+    return max(scored, key=lambda p: (p.score, -p.order), default=None)
+
+
+def _pooled_text(e: Estimate) -> str:
+    """A pooled figure with what it pools: '17.4x the baseline [99% CI 16.9, 18], pooled
+    over 3 measurements'."""
+    ci = (
+        ""
+        if e.ci_low is None or e.ci_high is None
+        else f" [99% CI {e.ci_low:.3g}, {e.ci_high:.3g}]"
+    )
+    what = (
+        "1 measurement"
+        if e.measurements == 1
+        else f"pooled over {e.measurements} measurements"
+        if ci
+        else f"the geometric mean of {e.measurements} measurements without a CI"
+    )
+    aside = f"; {e.set_aside} without a CI set aside" if e.set_aside else ""
+    return f"{e.speedup:.3g}x the baseline{ci}, {what}{aside}"
+
+
+def _score_text(p: _Point) -> str:
+    if p.estimate is None:
+        return f"{math.exp(p.score or 0.0):.3g}x the baseline"
+    return _pooled_text(p.estimate)
 
 
 def _order(score: float | None) -> float:

@@ -45,7 +45,13 @@ RUN_QUERIES = (
     "run_machine_states",
     "run_notes",
 )
-HISTORY_QUERIES = ("history_kernels", "history_runs", "history_trends", "history_exclusions")
+HISTORY_QUERIES = (
+    "history_kernels",
+    "history_sources",
+    "history_runs",
+    "history_trends",
+    "history_exclusions",
+)
 
 
 def _text(v: Any) -> str:
@@ -457,18 +463,34 @@ def write_run_report(store: Store, run_id: str, to_dir: Path) -> Written:
     return Written(_write(f"tlxdb run {run_id}", sections, to_dir), _warnings(sections))
 
 
+def _pooled(speedup: float | None, lo: float | None, hi: float | None, n: int | None) -> str:
+    """A source's one pooled figure: speedup [99% CI] and how many measurements it pools."""
+    if speedup is None:
+        return ""
+    return f"{_ci(speedup, lo, hi)}, {n} measurement{'' if n == 1 else 's'}"
+
+
 def history_sections(kernel: str, data: dict[str, list[Row]]) -> list[Section]:
+    """Every figure of a source is its one pooled estimate (source_estimates), never one run's."""
     kh = Section("Best ever per kernel, bundle and device").table(
-        ["kernel", "device", "bundle", "runs", "finished", "best revalidated speedup", "its run", "its candidate", "its source", "best decided speedup", "last run"],
-        [[r["kernel_id"], r["device_kind"], _short(r["bundle_digest"]), r["runs"], r["finished_runs"], r["best_revalidated_speedup"], r["best_run_id"], r["best_candidate_id"], _short(r["best_source_hash"]), r["best_decided_speedup"], r["last_run_at"]] for r in data["history_kernels"]],
+        ["kernel", "device", "bundle", "runs", "finished", "best source", "its pooled speedup [99% CI]", "first measured in", "last run"],
+        [[r["kernel_id"], r["device_kind"], _short(r["bundle_digest"]), r["runs"], r["finished_runs"], _short(r["best_source_hash"]), _pooled(r["best_pooled_speedup"], r["best_ci_low"], r["best_ci_high"], r["best_measurements"]), f"{r['best_first_run_id']}/{r['best_first_candidate_id']}" if r["best_source_hash"] else "", r["last_run_at"]] for r in data["history_kernels"]],
     )  # fmt: skip
+    sources = Section("Sources, one pooled figure each").table(
+        ["device", "bundle", "source", "pooled speedup [99% CI]", "runs", "without CI, set aside", "first measured in", "Triton / torch"],
+        [[r["device_kind"], _short(r["bundle_digest"]), _short(r["source_hash"]), _pooled(r["pooled_speedup"], r["ci_low"], r["ci_high"], r["measurements"]), r["runs"], r["set_aside"], f"{r['first_run_id']}/{r['first_candidate_id']}", f"{r['triton_version']} / {r['torch_version']}"] for r in data["history_sources"]],
+    )  # fmt: skip
+    sources.lines = [
+        "every decision and final revalidation of a source, in any run, pooled into one speedup "
+        "against the baseline (inverse-variance weighted in log space; docs/STORE.md, source_estimates)"
+    ]
     runs = Section("Runs").table(
-        ["run", "started", "device", "status", "provider", "candidates", "winner", "revalidated speedup [99% CI]", "stopping reason"],
-        [[r["run_id"], r["started_at"], r["device_kind"], r["status"], r["provider"], r["candidates"], r["winner_id"], _ci(r["revalidated_speedup"], r["revalidated_ci_low"], r["revalidated_ci_high"]), r["stopping_reason"]] for r in data["history_runs"]],
+        ["run", "started", "device", "status", "provider", "candidates", "winner", "its source", "its pooled speedup [99% CI]", "stopping reason"],
+        [[r["run_id"], r["started_at"], r["device_kind"], r["status"], r["provider"], r["candidates"], r["winner_id"], _short(r["winner_source_hash"]), _pooled(r["winner_pooled_speedup"], r["winner_pooled_ci_low"], r["winner_pooled_ci_high"], r["winner_measurements"]), r["stopping_reason"]] for r in data["history_runs"]],
     )  # fmt: skip
     trends = Section("Baseline and best over time").table(
-        ["device", "run", "case", "baseline median (us)", "best", "best median (us)", "speedup"],
-        [[r["device_kind"], r["run_id"], r["case_id"], r["baseline_median_us"], r["best_candidate_id"], r["best_median_us"], r["speedup"]] for r in data["history_trends"]],
+        ["device", "run", "case", "baseline median (us)", "best", "its median (us)", "its source", "its pooled speedup [99% CI]"],
+        [[r["device_kind"], r["run_id"], r["case_id"], r["baseline_median_us"], r["best_candidate_id"], r["best_median_us"], _short(r["best_source_hash"]), _pooled(r["pooled_speedup"], r["pooled_ci_low"], r["pooled_ci_high"], r["pooled_measurements"])] for r in data["history_trends"]],
     )  # fmt: skip
     trends.figures.append(("trends.svg", plots.trends(data["history_trends"])))
     runs_by_id = {r["run_id"]: r for r in data["history_runs"]}
@@ -480,7 +502,7 @@ def history_sections(kernel: str, data: dict[str, list[Row]]) -> list[Section]:
         ["signature", "outcome", "device", "bundle", "times", "runs", "last reason"],
         [[r["signature"], r["outcome"], r["device_kind"], _short(r["bundle_digest"]), r["occurrences"], r["runs"], r["last_reason"]] for r in data["history_exclusions"]],
     )  # fmt: skip
-    return [kh, runs, trends, env, ex]
+    return [kh, sources, runs, trends, env, ex]
 
 
 def history_params(kernel: str) -> dict[str, str]:

@@ -3,7 +3,8 @@
 What it holds: the parent (the current best) and its numbers and profile, the baseline's
 numbers, every candidate measured under this run's measurement identity in any run, every
 exclusion for this bundle and device kind (all of them, grouped), the best candidates of prior
-runs, and the evidence of runs named with --prior-run even when they measured elsewhere.
+runs, the evidence of runs named with --prior-run even when they measured elsewhere, and the
+nearest history of the kernel (configurations other runs promoted under other identities).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from optimizer.bundle.loading import Bundle
 from optimizer.decision import kernel, stats
 from optimizer.providers.base import CaseResult, Exclusion, MeasuredCandidate, ProviderContext
 from queries import lookups
+from queries.models import NearestConfig
 from tlxstore.events import BASELINE_ID, DeviceInfo, Outcome, Phase
 from tlxstore.fold import CandidateState, RunState
 from tlxstore.store import Store
@@ -54,6 +56,8 @@ def measured_in(state: RunState, *, pending: bool = False) -> list[MeasuredCandi
                 knobs=c.proposal.knobs,
                 outcome=d.outcome.value if d else None,
                 speedup=d.speedup if d else None,
+                ci_low=d.ci_low if d else None,
+                ci_high=d.ci_high if d else None,
                 reason=d.reason if d else "proposed in this round, not measured yet",
                 hypothesis=c.proposal.hypothesis,
             )
@@ -100,17 +104,28 @@ class SharedEvidence:
     measured: list[MeasuredCandidate]
     exclusions: list[Exclusion]
     prior_best: list[MeasuredCandidate]
+    nearest: list[NearestConfig] | None  # None: the store does not hold the run yet
 
 
 def fetch_shared(
-    store: Store, measurement_key: str, bundle_digest: str, device_kind: str, run_id: str
+    store: Store,
+    measurement_key: str,
+    bundle_digest: str,
+    device_kind: str,
+    run_id: str,
+    nearest: list[NearestConfig] | None = None,
 ) -> SharedEvidence:
     """The three context lookups at one generation of the store (lookups.prompt_context:
-    milliseconds on a large store); run off the loop's critical path."""
+    milliseconds on a large store); run off the loop's critical path. `nearest`: the nearest
+    history as read before (it is read once a run: lookups.nearest_configs), or None to read it."""
     measured, exclusions, prior_best = lookups.prompt_context(
         store, measurement_key, bundle_digest, device_kind, run_id
     )
-    return SharedEvidence(measured=measured, exclusions=exclusions, prior_best=prior_best)
+    if nearest is None:
+        nearest = lookups.nearest_configs(store, run_id)
+    return SharedEvidence(
+        measured=measured, exclusions=exclusions, prior_best=prior_best, nearest=nearest
+    )
 
 
 def build_context(
@@ -164,6 +179,8 @@ def build_context(
             shared.prior_best,
             _best_first(prior_measured),
         ),
+        nearest=shared.nearest or [],
+        history_seeds=state.started.thresholds.history_seeds,
         peak_bandwidth_bytes_per_s=peak_bandwidth_bytes_per_s,
         peak_flops_per_s=peak_flops_per_s,
         launches=[

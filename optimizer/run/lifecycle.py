@@ -322,8 +322,8 @@ def _provider(
             "store": store.location,
             "workspace": ws.root,
             "kernel_path": request.kernel,
-            "replay_run": store.resolve_run(request.provider_options.replay_run)
-            if request.provider_options.replay_run
+            "remeasure_run": store.resolve_run(request.provider_options.remeasure_run)
+            if request.provider_options.remeasure_run
             else None,
         }
     )
@@ -359,6 +359,7 @@ def _started(
         label=request.label,
         case_weights=prep.frozen.bundle.weights,
         protected_cases=[c.case_id for c in prep.frozen.bundle.cases if c.protected],
+        case_parameters={c.case_id: dict(c.parameters) for c in prep.frozen.bundle.cases},
     )
 
 

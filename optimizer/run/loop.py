@@ -59,7 +59,7 @@ from optimizer.run.devices import DevicePool
 from optimizer.run.folder import OutputFolder
 from optimizer.run.storelink import StoreLink
 from queries import lookups
-from queries.models import MeasuredMatch
+from queries.models import MeasuredMatch, NearestConfig
 from tlxstore.disk import disk_full
 from tlxstore.errors import DiskFullError, RunInterruptedError
 from tlxstore.events import (
@@ -347,6 +347,7 @@ class RunLoop:
         self._exhausted: str | None = None
         self._exhausted_as = StoppingReason.SEARCH_EXHAUSTED
         self._link: StoreLink[SharedEvidence] | None = None
+        self._nearest: list[NearestConfig] | None = None  # read with the first shared evidence
 
     @property
     def link(self) -> StoreLink[SharedEvidence]:
@@ -358,9 +359,16 @@ class RunLoop:
     def _fetch_shared(self, store: Store) -> SharedEvidence:
         started, run_id = self.state.started, self.state.run_id  # set once, by the first event
         assert started is not None and run_id is not None
-        return fetch_shared(
-            store, started.measurement_key, started.bundle_digest, started.device.kind, run_id
+        shared = fetch_shared(
+            store,
+            started.measurement_key,
+            started.bundle_digest,
+            started.device.kind,
+            run_id,
+            self._nearest,
         )
+        self._nearest = shared.nearest  # the nearest history is read once a run
+        return shared
 
     # -- events --
     def append(self, *events: Event) -> None:
@@ -616,7 +624,7 @@ class RunLoop:
                 )
             )
         events.append(proposal)
-        events += self._duplicate_events(cid, raw, norm, in_store=p.replays is None)
+        events += self._duplicate_events(cid, raw, norm, in_store=p.remeasures is None)
         self.s.output.write_experiment(
             cid, p.source, parent_id, self._source(parent_id), self._source(BASELINE_ID)
         )
@@ -626,7 +634,7 @@ class RunLoop:
         return cid
 
     def _duplicate_events(self, cid: str, raw: str, norm: str, in_store: bool) -> list[Event]:
-        """A replayed proposal re-measures history on purpose: it is deduplicated only in this run."""
+        """A proposal that re-measures a recorded one measures history on purpose: it is deduplicated only in this run."""
         m = self._find_in_run(raw, norm) or (self._find_in_store(raw, norm) if in_store else None)
         if m is None:
             return []

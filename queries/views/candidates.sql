@@ -21,7 +21,7 @@ SELECT
     c.tokens_in,
     c.tokens_out,
     c.cost_usd,
-    c.replays,
+    c.remeasures,
     c.proposed_at,
     d.outcome,
     d.reason,

@@ -13,6 +13,8 @@ SELECT
     -- gate (as tlxstore/upcasting.py reads it)
     coalesce(p.thresholds.max_extra_blocks, 0) AS max_extra_blocks,
     coalesce(p.thresholds.strict_noise, true) AS strict_noise,
+    -- a v1/v2 RunStarted records none: it seeded nothing from the nearest history
+    coalesce(p.thresholds.history_seeds, 0) AS history_seeds,
     p.prior_runs AS prior_runs,
     p.resumed_from AS resumed_from,
     p.argv AS argv,
@@ -22,7 +24,8 @@ SELECT
 FROM (
     SELECT run_id, payload, from_json(payload, '{"thresholds": {"max_rounds": "INTEGER", "candidates_per_round": "INTEGER",
         "max_candidate_seconds": "DOUBLE", "max_total_seconds": "DOUBLE", "min_speedup": "DOUBLE", "max_cv": "DOUBLE",
-        "benchmark_repetitions": "INTEGER", "max_extra_blocks": "INTEGER", "strict_noise": "BOOLEAN"}, "prior_runs": ["VARCHAR"], "resumed_from": "VARCHAR", "argv": ["VARCHAR"],
+        "benchmark_repetitions": "INTEGER", "max_extra_blocks": "INTEGER", "strict_noise": "BOOLEAN",
+        "history_seeds": "INTEGER"}, "prior_runs": ["VARCHAR"], "resumed_from": "VARCHAR", "argv": ["VARCHAR"],
         "protected_cases": ["VARCHAR"]}') AS p
     FROM events WHERE type = 'RunStarted'
 )

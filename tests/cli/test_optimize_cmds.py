@@ -353,7 +353,7 @@ def test_an_arch_that_does_not_match_the_device_is_refused(tmp_path):
 def test_an_unknown_provider_is_refused(tmp_path):
     _fails(
         _args(tmp_path, extra=["--provider", "oracle"]),
-        "unknown provider 'oracle'; choose one of: command, llm, replay, tune",
+        "unknown provider 'oracle'; choose one of: command, llm, remeasure, tune",
         tmp_path,
     )
 

@@ -11,6 +11,7 @@ import pytest
 from support import history_store as h
 
 import queries
+from optimizer.decision.pooling import Measurement, pool
 from tlxstore.store import Store
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "STORE.md"
@@ -51,10 +52,31 @@ def test_kernels(store):
 def test_best_ever(store):
     rows = {(r["kernel_id"], r["device_kind"]): r for r in ask(store, "best_ever")}
     best = rows[(SOFTMAX, CPU)]
-    assert (best["best_run_id"], best["best_candidate_id"]) == (h.CPU_SOFTMAX[0], "c001")
-    assert best["best_revalidated_speedup"] == pytest.approx(2.91449, rel=1e-5)
+    # BLOCK=512: promoted in both CPU runs and revalidated in both, pooled; not BLOCK=4096, which
+    # measured 90x once, too noisily for its run to promote it
+    assert best["best_source_hash"].startswith("sha256:e4fc8ff14b3d")
+    both = queries.query(
+        store,
+        "SELECT decided_speedup AS s, ci_low, ci_high FROM candidates WHERE source_hash = $h "
+        "AND device_kind = 'cpu-interpreter' UNION ALL SELECT v.revalidated_speedup, v.ci_low, "
+        "v.ci_high FROM revalidations v JOIN runs r USING (run_id) WHERE r.winner_source_hash = $h",
+        {"h": best["best_source_hash"]},
+    ).to_pylist()
+    pooled = pool(Measurement(r["s"], r["ci_low"], r["ci_high"]) for r in both)
+    assert len(both) == best["best_measurements"] == 4 and pooled is not None
+    assert (best["best_pooled_speedup"], best["best_ci_low"], best["best_ci_high"]) == (
+        pytest.approx((pooled.speedup, pooled.ci_low, pooled.ci_high), rel=1e-9)
+    )
+    assert best["best_pooled_speedup"] == pytest.approx(3.22943, rel=1e-5)
     assert rows[(SOFTMAX, H200)]["best_source_hash"].startswith("sha256:33ed1d610b68")
-    assert rows[(MATMUL, H200)]["best_run_id"] == h.H200_MATMUL  # not the cut-off run
+    assert rows[(MATMUL, H200)]["best_source_hash"].startswith("sha256:9368fbf2c750")
+
+
+def test_sources(store):
+    rows = ask(store, "sources")
+    assert len({r["source_hash"] for r in rows}) == len(rows) == 4  # one figure per source
+    assert [(r["measurements"], r["runs"]) for r in rows] == [(1, 1), (1, 1), (4, 2), (1, 1)]
+    assert all(r["ci_low"] < r["pooled_speedup"] < r["ci_high"] for r in rows)
 
 
 def test_winner(store):

@@ -9,6 +9,7 @@ import pytest
 
 import queries
 from tlxstore.events import (
+    BASELINE_ID,
     Envelope,
     Outcome,
     ProfileCollected,
@@ -16,8 +17,9 @@ from tlxstore.events import (
     ProfilingFinished,
     RooflineAssessed,
 )
+from tlxstore.hashing import digest_text
 from tlxstore.store import Store
-from tlxstore.testing import candidate_events, small_run
+from tlxstore.testing import candidate_events, decided, ingest_run, run_started, small_run
 
 EXPECTED_VIEWS = {
     "runs",
@@ -42,6 +44,7 @@ EXPECTED_VIEWS = {
     "revalidations",
     "run_identity",
     "run_settings",
+    "source_estimates",
     "throughput",
     "trends",
     "verifications",
@@ -206,6 +209,7 @@ def test_a_column_alias_comment_or_string_named_like_a_view_defines_no_view():
         "kernel_history",
         "runs",
         "run_identity",
+        "source_estimates",
     }
 
 
@@ -255,10 +259,57 @@ def test_rooflines_view_has_one_row_per_case_with_nulls_and_the_disagreement(sto
     ]
 
 
-def test_kernel_history_names_the_first_run_of_a_tied_best_decided_speedup(store_path):
+def _measured_run(
+    store: Store, run_id: str, measured: list[tuple[str, str, float, float, float]]
+) -> None:
+    """A run of one baseline whose candidates (id, source, speedup, CI) are each promoted."""
+    events = [run_started(), *candidate_events(BASELINE_ID, "def kernel(): pass  # base")]
+    for cid, source, speedup, lo, hi in measured:
+        events += decided(cid, digest_text(source), Outcome.PROMOTED, speedup, (lo, hi))
+    ingest_run(store, run_id, events)
+
+
+def test_kernel_history_names_the_best_source_by_pooled_estimate_not_its_luckiest_measurement(
+    store_path,
+):
     store = Store(store_path)
-    for run_id in ("r2", "r1", "r3"):  # stored out of order; r1 and r2 tie, r3 is slower
-        _ingest(store, run_id, small_run(2 if run_id != "r3" else 1))
+    # A measured twice, 23.3x and 19.2x; B once, 22x, as precisely: A pools to about 21x
+    _measured_run(store, "r1", [("c001", "A", 23.3, 22.0, 24.7)])
+    _measured_run(store, "r2", [("c001", "A", 19.2, 18.1, 20.4)])
+    _measured_run(store, "r3", [("c001", "B", 22.0, 20.8, 23.3)])
     (row,) = queries.query(store, "SELECT * FROM kernel_history").to_pylist()
-    assert row["best_decided_candidate"] == "r1/c002"
-    assert row["best_decided_speedup"] == pytest.approx(100.0 / 98.0)
+    assert row["best_source_hash"] == digest_text("B")
+    assert (row["best_pooled_speedup"], row["best_measurements"]) == (pytest.approx(22.0), 1)
+    a = queries.query(
+        store,
+        "SELECT * FROM source_estimates WHERE source_hash = $h",
+        {"h": digest_text("A")},
+    ).to_pylist()
+    assert [(r["measurements"], r["runs"], r["first_run_id"]) for r in a] == [(2, 2, "r1")]
+    assert 19.2 < a[0]["pooled_speedup"] < 22.0
+
+
+def test_kernel_history_names_the_first_measured_of_tied_best_sources(store_path):
+    store = Store(store_path)
+    _measured_run(store, "r2", [("c001", "B", 2.0, 1.9, 2.1)])  # stored first, measured later
+    _measured_run(store, "r1", [("c001", "A", 2.0, 1.9, 2.1)])
+    (row,) = queries.query(store, "SELECT * FROM kernel_history").to_pylist()
+    assert (row["best_first_run_id"], row["best_source_hash"]) == ("r1", digest_text("A"))
+
+
+def test_a_source_no_run_promoted_is_pooled_but_never_the_best(store_path):
+    store = Store(store_path)
+    events = [run_started(), *candidate_events(BASELINE_ID, "def kernel(): pass  # base")]
+    events += candidate_events(
+        "c001", "def kernel(): return 1", base_us=50.0, outcome=Outcome.REJECTED
+    )
+    events += candidate_events(
+        "c002", "def kernel(): return 2", base_us=99.0, outcome=Outcome.PROMOTED
+    )
+    ingest_run(store, "r1", events)
+    estimates = queries.query(
+        store, "SELECT source_hash, promotions FROM source_estimates ORDER BY pooled_speedup DESC"
+    ).to_pylist()
+    assert [r["promotions"] for r in estimates] == [0, 1]  # the rejected one measured faster
+    (row,) = queries.query(store, "SELECT best_source_hash FROM kernel_history").to_pylist()
+    assert row["best_source_hash"] == estimates[1]["source_hash"]

@@ -3,7 +3,10 @@
 golden/v1 holds one of every event type released with the first tlxdb, as it wrote them; an
 event type added later is in the first golden log written after it: golden/v7 (store schema v7),
 a run as that tlxdb writes it (the machine's state per benchmark call, the run's environment, and
-the current versions of the types before them), which must load as long as v1 does."""
+the current versions of the types before them), which must load as long as v1 does. golden/v8
+(store schema v8) is the same run as the next tlxdb writes it: RunStarted v3, with its cases'
+parameters, history_seeds and a prior run, and CandidateProposed v2 (`remeasures`, v1's
+`replays`)."""
 
 from __future__ import annotations
 
@@ -16,13 +19,13 @@ import pytest
 from tlxstore import codec
 from tlxstore.codec import Codec
 from tlxstore.errors import EventValidationError
-from tlxstore.events import EVENT_TYPES, Event
+from tlxstore.events import EVENT_TYPES, CandidateProposed, Event
 from tlxstore.fold import fold
 from tlxstore.runlog import read_envelopes
 from tlxstore.upcasting import Upcasters
 
 GOLDEN = Path(__file__).parent / "golden"
-LOGS = ("v1", "v7")
+LOGS = ("v1", "v7", "v8")
 ADDED_SINCE_V1 = {"MachineSampled": "v7", "RunEnvironment": "v7"}  # type -> its first golden log
 
 
@@ -58,6 +61,40 @@ def test_golden_v7_log_loads_and_folds_with_its_machine_states_and_environment()
     assert state.revalidations[0].replicate_speedups == [1.6667, 1.665, 1.668]
 
 
+def test_golden_v8_log_loads_and_folds_with_its_case_parameters_and_history_seeds():
+    state = fold(read_envelopes(GOLDEN / "v8"))
+    assert state.started is not None and state.finished is not None
+    assert state.started.case_parameters == {"n2048": {"n": 2048, "dtype": "float16"}}
+    assert state.started.thresholds.history_seeds == 2
+    assert state.started.prior_runs == ["r20261204-090000-a7c0de"]
+    assert state.started.thresholds.replicates == 3  # v7's keys kept beside it
+    assert state.candidates["c001"].proposal.remeasures == "r20261204-090000-a7c0de/c001"
+
+
+def test_a_v1_proposal_that_replays_a_candidate_reads_as_remeasuring_it():
+    """CandidateProposed v1 named the recorded candidate it measures again `replays`."""
+    rec = next(r for r in _records("v1") if r["type"] == "CandidateProposed")
+    rec.pop("batch_last")
+    rec["payload"]["replays"] = "r20261130-120000-aaaaaa/c004"
+    env = codec.decode(rec)
+    assert isinstance(env.event, CandidateProposed)
+    assert env.event.remeasures == "r20261130-120000-aaaaaa/c004"
+    again = codec.encode(env)
+    assert again["schema_version"] == 2 and "replays" not in again["payload"]
+    assert again["payload"]["remeasures"] == "r20261130-120000-aaaaaa/c004"
+
+
+def test_a_v7_run_started_is_carried_to_v3_as_seeding_nothing():
+    """golden/v7's RunStarted is v2: it recorded no parameters and seeded nothing."""
+    [rec] = [r for r in _records("v7") if r["type"] == "RunStarted"]
+    assert rec["schema_version"] == 2
+    state = fold(read_envelopes(GOLDEN / "v7"))
+    assert state.started is not None
+    assert state.started.case_parameters == {}
+    assert state.started.thresholds.history_seeds == 0
+    assert state.started.thresholds.replicate_tolerance == 0.02
+
+
 def test_golden_v1_log_loads_and_folds():
     envs = read_envelopes(GOLDEN / "v1")
     state = fold(envs)
@@ -77,7 +114,7 @@ def test_golden_records_keep_every_value_when_reencoded(log):
         assert {k: v for k, v in again.items() if k not in ("payload", "schema_version")} == {
             k: v for k, v in rec.items() if k not in ("payload", "schema_version")
         }
-        assert _kept(rec["payload"], again["payload"])
+        assert _kept(_renamed(rec["type"], rec["payload"]), again["payload"])
 
 
 def test_released_upcasters_carry_v1_runs_to_what_they_meant():
@@ -87,10 +124,20 @@ def test_released_upcasters_carry_v1_runs_to_what_they_meant():
     assert state.started is not None
     assert state.started.thresholds.strict_noise is True
     assert state.started.thresholds.max_extra_blocks == 0
+    assert state.started.thresholds.history_seeds == 0  # v3: an older run seeded nothing
+    assert state.started.case_parameters == {}  # and recorded no parameters
     assert all(s.window_id is None for c in state.candidates.values() for s in c.samples)
     decided = [c.decision for c in state.candidates.values() if c.decision is not None]
     assert decided and all(d.measured is None and d.notes == [] for d in decided)
     assert all(r.notes == [] for r in state.revalidations)
+
+
+RENAMED_FIELDS = {("CandidateProposed", "replays"): "remeasures"}  # v1 name -> v2 name
+
+
+def _renamed(event_type: str, payload: dict) -> dict:
+    """`payload` with the fields renamed since it was written under their current names."""
+    return {RENAMED_FIELDS.get((event_type, k), k): v for k, v in payload.items()}
 
 
 def _kept(old, new) -> bool:

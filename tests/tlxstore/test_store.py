@@ -329,9 +329,20 @@ V4_TABLES = (
 )
 
 
+def _as_v7(store_path: Path) -> None:
+    """Turn a store into what tlxdb's store schema v7 wrote: no proj_run_inputs, and
+    proj_candidates.remeasures named replays."""
+    con = duckdb.connect(str(store_path))
+    con.execute("DROP TABLE proj_run_inputs")
+    con.execute("ALTER TABLE proj_candidates RENAME COLUMN remeasures TO replays")
+    con.execute("UPDATE tlxdb_meta SET value = '7' WHERE key = 'store_schema_version'")
+    con.close()
+
+
 def _as_v6(store_path: Path) -> None:
     """Turn a store into what tlxdb's store schema v6 wrote: no machine states (it could hold
     none: MachineSampled did not exist)."""
+    _as_v7(store_path)
     con = duckdb.connect(str(store_path))
     assert con.execute("SELECT count(*) FROM proj_machine").fetchone() == (0,)
     con.execute("DROP TABLE proj_machine")
@@ -372,16 +383,16 @@ def _as_v3(store_path: Path) -> None:
     con.close()
 
 
-@pytest.mark.parametrize("older", [_as_v6, _as_v5, _as_v4, _as_v3])
+@pytest.mark.parametrize("older", [_as_v7, _as_v6, _as_v5, _as_v4, _as_v3])
 def test_an_older_store_is_upgraded_on_open_and_every_view_answers_as_before(tmp_path, older):
     """v4 projects what the views used to parse out of the events, v5 each run's candidate count
-    and best promoted candidate, v6 windows and notes, v7 machine states; a v6, v5, v4 or v3
-    store gets them on open,
+    and best promoted candidate, v6 windows and notes, v7 machine states, v8 each run's case
+    parameters and prior runs; a v7, v6, v5, v4 or v3 store gets them on open,
     and every view answers exactly as it did (the history test store: every event type)."""
     path = history_store.build(tmp_path / "store.duckdb")
     store = Store(path)
     store.ingest(envelopes("cut", [run_started(), *cut_short("c001", "def k(): return 7")]))
-    tables = (*V4_TABLES, *V4_COLUMNS, "proj_run_candidates")
+    tables = (*V4_TABLES, *V4_COLUMNS, "proj_run_candidates", "proj_run_inputs")
     projected = {t: store.query(f"SELECT * FROM {t} ORDER BY ALL") for t in tables}
     views = {n: queries.query(store, f"SELECT * FROM {n} ORDER BY ALL") for n in queries.names()}
     assert projected["proj_case_speedups"].num_rows and projected["proj_finishes"].num_rows
@@ -542,7 +553,7 @@ CANDIDATES = [
 def test_each_run_keeps_its_candidate_count_and_best_promoted_candidate_pass_by_pass(
     store_path, per_ingest
 ):
-    """proj_run_candidates, which the runs and kernel_history views read, holds what every
+    """proj_run_candidates, which the runs view reads, holds what every
     decision of the run says, whether its decisions come one ingest (one pass) at a time, as
     the loop's do, or all in one: a candidate decided again and refused leaves the promoted
     ones, and the next best becomes the best."""
@@ -557,8 +568,6 @@ def test_each_run_keeps_its_candidate_count_and_best_promoted_candidate_pass_by_
             assert _promoted(store) == [("r1", 3, {("c001", 1.25), ("c002", 2.0)}, "c002", 2.0)]
     assert store.projection_lag() == 0
     assert _promoted(store) == [("r1", 5, {("c001", 1.25), ("c004", 1.25)}, "c001", 1.25)]
-    (row,) = queries.query(store, "SELECT * FROM kernel_history").to_pylist()
-    assert (row["best_decided_candidate"], row["best_decided_speedup"]) == ("r1/c001", 1.25)
     assert queries.query(store, "SELECT candidates FROM runs").to_pylist() == [{"candidates": 5}]
 
 

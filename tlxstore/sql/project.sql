@@ -22,19 +22,27 @@ FROM (
     FROM unprojected WHERE type = 'RunStarted'
 );
 
+INSERT INTO proj_run_inputs
+SELECT run_id, nullif(p.case_parameters::VARCHAR, '{}')::JSON, p.prior_runs
+FROM (
+    SELECT run_id, from_json(payload, '{"case_parameters": "JSON", "prior_runs": "VARCHAR[]"}') AS p
+    FROM unprojected WHERE type = 'RunStarted'
+);
+
 INSERT INTO proj_candidates
 SELECT
     c.run_id, c.p.candidate_id, c.seq, c.recorded_at, c.p.round, c.p.parent_id, c.p.provider, c.p.hypothesis,
     c.p.hypothesis_kind, c.p.source_hash, c.p.normalized_hash, r.measurement_key, c.p.knobs,
     tlx_key(c.run_id || '/' || c.p.candidate_id), tlx_key(r.measurement_key), tlx_key(c.p.source_hash),
     tlx_key(c.p.normalized_hash), c.p.change, c.p.evidence, c.p.expected_effect, c.p.risk, c.p.tokens_in,
-    c.p.tokens_out, c.p.cost_usd, c.p.replays
+    c.p.tokens_out, c.p.cost_usd, coalesce(c.p.remeasures, c.p.replays)  -- v1 named it replays
 FROM (
     SELECT run_id, seq, recorded_at, from_json(payload, '{"candidate_id": "VARCHAR", "round": "INTEGER",
         "parent_id": "VARCHAR", "provider": "VARCHAR", "hypothesis": "VARCHAR", "hypothesis_kind": "VARCHAR",
         "source_hash": "VARCHAR", "normalized_hash": "VARCHAR", "knobs": "JSON", "change": "VARCHAR",
         "evidence": "VARCHAR", "expected_effect": "VARCHAR", "risk": "VARCHAR", "tokens_in": "BIGINT",
-        "tokens_out": "BIGINT", "cost_usd": "DOUBLE", "replays": "VARCHAR"}') AS p
+        "tokens_out": "BIGINT", "cost_usd": "DOUBLE", "remeasures": "VARCHAR",
+        "replays": "VARCHAR"}') AS p
     FROM unprojected WHERE type = 'CandidateProposed'
 ) c
 LEFT JOIN proj_runs r ON r.run_id = c.run_id;

@@ -54,6 +54,13 @@ CREATE TABLE proj_runs (
     kernel_stem VARCHAR  -- the kernel file's name without .py: the entry point when no baseline names one
 );
 
+-- what a run was given beside its identity (store schema v8), read by nearest_history
+CREATE TABLE proj_run_inputs (
+    run_id VARCHAR NOT NULL,
+    case_parameters JSON,  -- case id -> its parameters (RunStarted v3; NULL before: not recorded)
+    prior_runs VARCHAR[]  -- the runs named with --prior-run
+);
+
 CREATE TABLE proj_candidates (
     run_id VARCHAR NOT NULL,
     candidate_id VARCHAR NOT NULL,
@@ -79,7 +86,7 @@ CREATE TABLE proj_candidates (
     tokens_in BIGINT,
     tokens_out BIGINT,
     cost_usd DOUBLE,
-    replays VARCHAR
+    remeasures VARCHAR  -- the recorded run/candidate it measures again (`replays` before v8)
 );
 
 -- one row per decision, carrying its candidate's identity (hashes, measurement key, hypothesis),

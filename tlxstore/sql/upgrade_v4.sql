@@ -43,10 +43,11 @@ ALTER TABLE proj_candidates ADD COLUMN cost_usd DOUBLE;
 ALTER TABLE proj_candidates ADD COLUMN replays VARCHAR;
 UPDATE proj_candidates SET change = n.p.change, evidence = n.p.evidence, expected_effect = n.p.expected_effect,
     risk = n.p.risk, tokens_in = n.p.tokens_in, tokens_out = n.p.tokens_out, cost_usd = n.p.cost_usd,
-    replays = n.p.replays
+    replays = coalesce(n.p.remeasures, n.p.replays)  -- CandidateProposed v2 renamed it remeasures
 FROM (
     SELECT run_id, seq, from_json(payload, '{"change": "VARCHAR", "evidence": "VARCHAR", "expected_effect": "VARCHAR",
-        "risk": "VARCHAR", "tokens_in": "BIGINT", "tokens_out": "BIGINT", "cost_usd": "DOUBLE", "replays": "VARCHAR"}') AS p
+        "risk": "VARCHAR", "tokens_in": "BIGINT", "tokens_out": "BIGINT", "cost_usd": "DOUBLE", "replays": "VARCHAR",
+        "remeasures": "VARCHAR"}') AS p
     FROM unprojected WHERE type = 'CandidateProposed'
 ) n
 WHERE n.run_id = proj_candidates.run_id AND n.seq = proj_candidates.seq;

@@ -48,6 +48,7 @@ class PromptBudget(BaseModel):
     exclusions_tokens: int = Field(default=2000, ge=0)
     measured_tokens: int = Field(default=1500, ge=0)
     prior_best_tokens: int = Field(default=800, ge=0)
+    nearest_tokens: int = Field(default=800, ge=0)
 
 
 class GuidanceDoc(BaseModel):
@@ -85,6 +86,7 @@ class RenderedPrompt(BaseModel):
     exclusions_omitted: int
     measured_omitted: int
     prior_best_omitted: int
+    nearest_omitted: int = 0
 
     def messages(self) -> list[dict[str, str]]:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
@@ -301,6 +303,9 @@ def render_prompt(
     p_lines = [str(items.prior(m)).strip() for m in prior]
     p_kept, p_omitted = _fit(p_lines, budget.prior_best_tokens)
 
+    n_lines = [str(items.nearest(n)).strip() for n in ctx.nearest]
+    n_kept, n_omitted = _fit(n_lines, budget.nearest_tokens)
+
     values = {
         "ctx": ctx,
         "mode": mode.value,
@@ -313,6 +318,8 @@ def render_prompt(
         "measured_omitted": m_omitted,
         "prior_lines": [p_lines[i] for i in sorted(p_kept)],
         "prior_omitted": p_omitted,
+        "nearest_lines": [n_lines[i] for i in sorted(n_kept)],
+        "nearest_omitted": n_omitted,
         "hypothesis_kinds": [
             k.value for k in HypothesisKind if k is not HypothesisKind.UNSPECIFIED
         ],
@@ -329,6 +336,7 @@ def render_prompt(
         exclusions_omitted=ex_omitted,
         measured_omitted=m_omitted,
         prior_best_omitted=p_omitted,
+        nearest_omitted=n_omitted,
     )
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from optimizer.bundle.spec import CaseSpec, TargetSpec
 from optimizer.providers.base import CaseResult, ProviderContext
+from queries.models import NearestConfig
 from tlxstore.events import DeviceInfo
 
 PARENT_SOURCE = """import triton
@@ -152,3 +153,22 @@ def openai_server() -> Iterator[OpenAIServer]:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def nearest_config(**overrides: Any) -> NearestConfig:
+    """A configuration another run promoted, as the view nearest_history ranks it for a run (a
+    same-device run on other cases, ranked first, unless `overrides` say otherwise)."""
+    values: dict[str, Any] = {
+        "rank": 1,
+        "from_run_id": "r-old",
+        "from_candidate_id": "c001",
+        "source_hash": "sha256:0",
+        "speedup": 2.0,
+        "distance": 1.0,
+        "same_bundle": False,
+        "same_device": True,
+        "same_versions": True,
+        "same_source": True,
+        "differs": "bundle: case parameters changed; same device",
+    }
+    return NearestConfig(**{**values, **overrides})

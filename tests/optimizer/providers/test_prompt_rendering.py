@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import PARENT_SOURCE, make_context
+from conftest import PARENT_SOURCE, make_context, nearest_config
 
 from optimizer.bundle.spec import TargetSpec
 from optimizer.providers.base import Exclusion, KernelEvidence, MeasuredCandidate
@@ -210,6 +210,29 @@ def test_measured_candidates_are_listed_once_per_source():
     assert "- c001: rejected, speedup 0.970x" in text
     assert "c004" not in text
     assert "- c005 (run r-old): failed" in text
+
+
+@pytest.mark.parametrize("mode", [PromptMode.LLM, PromptMode.COMMAND])
+def test_the_nearest_history_reaches_the_llm_and_command_prompts(mode):
+    nearest = [
+        nearest_config(
+            from_candidate_id="c007",
+            knobs={"BLOCK_M": 128, "BLOCK_N": 256},
+            speedup=1.96,
+            ci_low=1.9,
+            ci_high=2.02,
+            measurements=2,
+            differs="bundle: cases 4096x4096 → 8192x8192; same device",
+        )
+    ]
+    assert "Nearest history" not in render_prompt(make_context(), mode).user
+    text = render_prompt(make_context(nearest=nearest), mode).user
+    assert "## Nearest history" in text
+    assert (
+        "- #1 run r-old / c007 (bundle: cases 4096x4096 → 8192x8192; same device): 1.960x vs its "
+        'baseline [99% CI 1.9, 2.02], pooled over 2 measurements, knobs {"BLOCK_M": 128, '
+        '"BLOCK_N": 256}'
+    ) in text
 
 
 def test_command_prompt_names_the_workspace_files_and_llm_prompt_the_json_reply():

@@ -1,6 +1,6 @@
 """The model-driven providers through the real loop and CLI: `tlxdb optimize` on the vecadd
 fixture bundle (Triton interpreter), a real OpenAI-compatible server on 127.0.0.1, a real script
-agent, and a replay of a recorded run from the same DuckDB store."""
+agent, and a recorded run measured again (remeasure) from the same DuckDB store."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def test_llm_against_a_local_server_produces_a_promoted_candidate(
 @pytest.fixture(scope="module")
 def command_run(tmp_path_factory) -> tuple[Result, Path, str]:
     """One run of the command agent that writes the faster kernel (its store: the folder's
-    store.duckdb): the command test asserts on it, the replay test re-measures it."""
+    store.duckdb): the command test asserts on it, the remeasure test measures it again."""
     tmp = tmp_path_factory.mktemp("command")
     script = tmp / "agent.py"
     script.write_text(AGENT)
@@ -184,37 +184,46 @@ def test_a_failing_command_agent_is_recorded_and_the_run_ends_without_a_winner(t
     assert not [e for e in evs if isinstance(e, CandidateProposed) and e.candidate_id != "baseline"]
 
 
-def test_replay_remeasures_a_recorded_runs_candidates_in_a_new_run(tmp_path, command_run):
+@pytest.mark.parametrize(
+    "spelling",
+    [("--provider", "remeasure", "--remeasure-run"), ("--provider", "replay", "--replay-run")],
+    ids=["remeasure", "former-replay"],
+)
+def test_remeasure_measures_a_recorded_runs_candidates_in_a_new_run(
+    tmp_path, command_run, spelling
+):
+    """`--provider remeasure --remeasure-run RUN`; the former spelling, `--provider replay
+    --replay-run RUN`, runs the same provider and says in one line each that it was renamed."""
     first, first_out, _ = command_run  # the recorded run
     assert first.exit_code == 0, first.output
     recorded = fold(RunLog.open(first_out).envelopes())
     shutil.copy(first_out.parent / "store.duckdb", tmp_path / "store.duckdb")
     assert Store(tmp_path / "store.duckdb").run_ids() == [recorded.run_id]
 
-    result, out = optimize(
-        tmp_path,
-        "replay",
-        "--provider",
-        "replay",
-        "--replay-run",
-        recorded.run_id,
-        "--max-rounds",
-        "2",
-    )
+    result, out = optimize(tmp_path, "again", *spelling, recorded.run_id, "--max-rounds", "2")
 
     assert result.exit_code == 0, result.output
+    renamed = [line for line in result.stderr.splitlines() if "renamed" in line]
+    assert renamed == (
+        []
+        if spelling[1] == "remeasure"
+        else [
+            "note: --provider replay is renamed --provider remeasure",
+            "note: --replay-run is renamed --remeasure-run",
+        ]
+    )
     state = fold(RunLog.open(out).envelopes())
-    replayed = [c for c in state.candidates.values() if c.candidate_id != "baseline"]
+    again = [c for c in state.candidates.values() if c.candidate_id != "baseline"]
     originals = [c for c in recorded.candidates.values() if c.candidate_id != "baseline"]
-    assert [c.proposal.replays for c in replayed] == [
+    assert [c.proposal.remeasures for c in again] == [
         f"{recorded.run_id}/{c.candidate_id}" for c in originals
     ]
-    assert [c.proposal.source_hash for c in replayed] == [c.proposal.source_hash for c in originals]
-    assert [c.proposal.hypothesis for c in replayed] == [c.proposal.hypothesis for c in originals]
-    assert state.started is not None and state.started.provider == "replay"
+    assert [c.proposal.source_hash for c in again] == [c.proposal.source_hash for c in originals]
+    assert [c.proposal.hypothesis for c in again] == [c.proposal.hypothesis for c in originals]
+    assert state.started is not None and state.started.provider == "remeasure"
     # measured again, not reported as a duplicate of the recorded run
-    assert all(c.duplicate is None and c.samples for c in replayed)
-    assert [c.decision.outcome for c in replayed if c.decision] == [Outcome.PROMOTED]
+    assert all(c.duplicate is None and c.samples for c in again)
+    assert [c.decision.outcome for c in again if c.decision] == [Outcome.PROMOTED]
     assert not [e for e in events(out) if isinstance(e, DuplicateDetected)]
     summary = json.loads(result.stdout)
     assert summary["stopping_reason"] == "search_exhausted"

@@ -12,6 +12,8 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+from conftest import nearest_config
+
 from optimizer.bundle.spec import CaseSpec, TargetSpec
 from optimizer.decision.identity import source_hashes
 from optimizer.evaluation.launches import observed_values
@@ -19,6 +21,7 @@ from optimizer.providers import ProviderOptions, registry
 from optimizer.providers.base import MeasuredCandidate, Proposal, ProviderContext, SearchExhausted
 from optimizer.providers.knobs import apply_knobs, find_knobs, knob_values
 from optimizer.providers.tune import TuneProvider
+from queries.models import NearestConfig
 from tlxstore.events import DeviceInfo, KernelLaunch
 
 REPO = Path(__file__).resolve().parents[3]
@@ -48,6 +51,8 @@ def context(
     prior_best: list[MeasuredCandidate] | None = None,
     tuning_space: dict | None = None,
     launches: list[KernelLaunch] | None = None,
+    nearest: list[NearestConfig] | None = None,
+    history_seeds: int = 0,
 ) -> ProviderContext:
     return ProviderContext(
         run_id=run_id,
@@ -69,6 +74,8 @@ def context(
         original_source=source,
         measured=measured,
         prior_best=prior_best or [],
+        nearest=nearest or [],
+        history_seeds=history_seeds,
         launches=launches or [],
     )
 
@@ -175,9 +182,108 @@ def test_a_second_run_starts_from_the_best_configuration_of_earlier_runs():
     )
     assert proposals[0].knobs == best.knobs
     assert (
-        proposals[0].replays == f"r1/{best.candidate_id}"
+        proposals[0].remeasures == f"r1/{best.candidate_id}"
     )  # re-measured, not answered from the store
     assert len(proposals) <= 3 and isinstance(done, SearchExhausted)
+
+
+def measured_block(
+    run_id: str,
+    candidate_id: str,
+    block: int,
+    outcome: str,
+    speedup: float,
+    ci: tuple[float, float] | None,
+) -> MeasuredCandidate:
+    """A decided softmax candidate of BLOCK `block`, as the store lists one."""
+    source = apply_knobs(SOFTMAX, {"BLOCK": block})
+    return MeasuredCandidate(
+        run_id=run_id,
+        candidate_id=candidate_id,
+        source_hash=source_hashes(source)[0],
+        knobs={**knob_values(SOFTMAX), "BLOCK": block},
+        outcome=outcome,
+        speedup=speedup,
+        ci_low=None if ci is None else ci[0],
+        ci_high=None if ci is None else ci[1],
+    )
+
+
+def best_first(measured: list[MeasuredCandidate]) -> list[MeasuredCandidate]:
+    """ctx.prior_best as the store lists it: the promoted ones, best single figure first."""
+    return sorted((m for m in measured if m.outcome == "promoted"), key=lambda m: -(m.speedup or 0))
+
+
+def at_block(
+    block: int, measured: list[MeasuredCandidate], run_id: str, prior_best: list[MeasuredCandidate]
+) -> ProviderContext:
+    """The softmax context of a run whose incumbent has BLOCK `block`."""
+    parent = apply_knobs(SOFTMAX, {"BLOCK": block})
+    return context(SOFTMAX, measured, parent=parent, run_id=run_id, prior_best=prior_best)
+
+
+def test_a_start_re_measured_luckier_in_this_run_does_not_send_it_back_to_a_worse_one():
+    """The second run re-adopted BLOCK=4096 and measured it better than the first run did; the
+    next proposal must not take BLOCK=512 (3.2x) for the best known start against 4096 (17x)."""
+    first = [
+        measured_block("r1", "c001", 512, "promoted", 3.18, (3.05, 3.60)),
+        measured_block("r1", "c002", 4096, "promoted", 18.1, (14.5, 20.5)),
+        measured_block("r1", "c003", 2048, "rejected", 7.27, (7.01, 8.24)),
+    ]
+    again = measured_block("r2", "c001", 4096, "promoted", 25.7, (13.1, 27.3))
+    prior_best = best_first(first)
+    result = TuneProvider().propose(
+        at_block(4096, [*first, again], "r2", prior_best), lambda e: None
+    )
+    if isinstance(result, Proposal):
+        assert result.remeasures is None and result.knobs != {"BLOCK": 512}, result.hypothesis
+    else:  # every neighbour of 4096 is measured: the search is over
+        assert (
+            "BLOCK=4096 at 19.3x the baseline [99% CI 16.5, 22.6], pooled over 2" in result.reason
+        )
+
+
+def test_the_best_known_start_is_the_best_by_pooled_estimate_not_by_its_luckiest_measurement():
+    """BLOCK=1024 measured 10x twice, once 20x on a noisy measurement: pooled about 10x. BLOCK=2048
+    measured 12x once, precisely. The start is 2048, and the text says what each figure pools."""
+    prior = [
+        measured_block("r1", "c001", 1024, "promoted", 10.0, (9.6, 10.4)),
+        measured_block("r1", "c002", 2048, "promoted", 12.0, (11.6, 12.4)),
+        measured_block("r2", "c001", 1024, "promoted", 20.0, (5.0, 80.0)),
+        measured_block("r2", "c002", 1024, "rejected", 10.1, (9.7, 10.5)),
+    ]
+    prior_best = best_first(prior)
+    assert prior_best[0].knobs["BLOCK"] == 1024  # the luckiest single figure
+    start = TuneProvider().propose(
+        context(SOFTMAX, prior, run_id="r3", prior_best=prior_best), lambda e: None
+    )
+    assert isinstance(start, Proposal) and start.knobs == {"BLOCK": 2048}
+    assert start.remeasures == "r1/c002"
+    assert "12x the baseline [99% CI" in start.evidence and "1 measurement" in start.evidence
+
+    # once 2048 is measured in this run at 11x, 2048 pools two measurements; it stays the best
+    # known, so nothing is adopted again, and the search's text carries the pooled figure
+    remeasured = measured_block("r3", "c001", 2048, "promoted", 11.0, (10.6, 11.4))
+    after = TuneProvider().propose(
+        at_block(2048, [*prior, remeasured], "r3", prior_best), lambda e: None
+    )
+    assert isinstance(after, Proposal) and after.remeasures is None
+    assert "BLOCK=2048 at 11.5x the baseline [99% CI" in after.evidence
+    assert "pooled over 2 measurements" in after.evidence
+
+
+def test_no_start_is_adopted_when_the_best_known_configuration_was_never_promoted_elsewhere():
+    """The prior runs' promoted BLOCK=512 (3x) is below BLOCK=1024, which a prior run measured at
+    6x but rejected (it did not beat that run's incumbent): 512 is no best known start."""
+    prior = [
+        measured_block("r1", "c001", 512, "promoted", 3.0, (2.9, 3.1)),
+        measured_block("r1", "c002", 1024, "rejected", 6.0, (5.8, 6.2)),
+    ]
+    result = TuneProvider().propose(
+        context(SOFTMAX, prior, run_id="r2", prior_best=[prior[0]]), lambda e: None
+    )
+    assert isinstance(result, Proposal) and result.remeasures is None
+    assert result.knobs != {"BLOCK": 512}
 
 
 def test_a_failed_configuration_closes_its_direction():
@@ -274,7 +380,7 @@ def test_measurements_of_another_kernel_are_not_taken_for_this_one():
     _, other, _ = drive(edited, interpreter_softmax, run_id="r0")
     best = best_of(other)
     result = TuneProvider().propose(context(SOFTMAX, other, prior_best=[best]), lambda e: None)
-    assert isinstance(result, Proposal) and result.replays is None  # no adoption across kernels
+    assert isinstance(result, Proposal) and result.remeasures is None  # no adoption across kernels
     assert result.knobs == {"BLOCK": 512}
 
 
@@ -411,3 +517,63 @@ def test_on_a_gpu_each_table_entry_is_checked_with_the_launch_it_sets():
             assert p.knobs[f"BLOCK_SIZE[{key}]"] / (32 * p.knobs[warps]) <= 64, p.change
     best = best_of(measured).knobs
     assert best["BLOCK_SIZE[1024]"] == 16384 and best["num_warps[8]"] >= 8, best
+
+
+def near(
+    rank: int, knobs: dict[str, int], run_id: str = "r0", speedup: float = 5.0
+) -> NearestConfig:
+    """A configuration another run promoted, as nearest_history ranks it for this run."""
+    renders = set(knobs) <= set(knob_values(SOFTMAX))
+    return nearest_config(
+        rank=rank,
+        from_run_id=run_id,
+        from_candidate_id=f"c00{rank}",
+        source_hash=source_hashes(apply_knobs(SOFTMAX, knobs))[0] if renders else "sha256:0",
+        knobs=knobs,
+        speedup=speedup,
+        differs="bundle: cases 1x1024 → 2x4096; same device",
+    )
+
+
+def test_the_first_proposals_are_the_nearest_history_then_the_search_goes_on_from_the_best():
+    nearest = [near(1, {"BLOCK": 2048}), near(2, {"BLOCK": 1024, "num_warps": 4})]
+    cold, cold_measured, _ = drive(SOFTMAX, interpreter_softmax)
+    proposals, measured, done = drive(
+        SOFTMAX, interpreter_softmax, nearest=nearest, history_seeds=2
+    )
+    assert [p.knobs for p in proposals[:2]] == [{"BLOCK": 2048}, {"BLOCK": 1024}]
+    first = proposals[0]
+    assert first.evidence.startswith("nearest history #1 (seed 1 of 2): BLOCK=2048 was promoted")
+    assert "run r0, c001" in first.evidence and "bundle: cases 1x1024 → 2x4096" in first.evidence
+    assert first.remeasures == "r0/c001"  # the same source, re-measured against this baseline
+    assert first.change == "BLOCK 128→2048"
+    # then the local search, from the best of what was measured: it reaches the cold run's best
+    assert best_of(measured).knobs == best_of(cold_measured).knobs == {"BLOCK": 4096}
+    assert len(proposals) <= len(cold) + 2 and isinstance(done, SearchExhausted)
+    assert drive(SOFTMAX, interpreter_softmax, nearest=nearest)[0] == cold  # 0 seeds: none
+
+
+def test_a_bad_seed_costs_only_itself_and_the_search_goes_on_from_the_incumbent():
+    """Seeds measured worse than the baseline (a guide from another dtype, say) are rejected;
+    the local search then starts from the incumbent as a cold run does."""
+    nearest = [near(1, {"BLOCK": 16}), near(2, {"BLOCK": 32})]
+    cold, cold_measured, _ = drive(SOFTMAX, interpreter_softmax)
+    proposals, measured, _ = drive(SOFTMAX, interpreter_softmax, nearest=nearest, history_seeds=2)
+    assert [p.knobs for p in proposals[:2]] == [{"BLOCK": 16}, {"BLOCK": 32}]
+    assert [m.outcome for m in measured[:2]] == ["rejected", "rejected"]
+    assert proposals[2].change == cold[0].change == "BLOCK 128→512"  # from the incumbent
+    assert best_of(measured).knobs == best_of(cold_measured).knobs
+    assert len(proposals) <= len(cold) + 2
+
+
+def test_a_seed_is_skipped_when_its_knobs_do_not_render_or_it_was_measured_here():
+    measured = [measured_block("r1", "c001", 2048, "rejected", 1.5, None)]
+    nearest = [
+        near(1, {"TILE": 64}),  # a knob this kernel does not have (an edit renamed it)
+        near(2, {"BLOCK": 2048}),  # measured under this identity already
+        near(3, {"BLOCK": 1024}),
+    ]
+    ctx = context(SOFTMAX, measured, run_id="r1", nearest=nearest, history_seeds=1)
+    result = TuneProvider().propose(ctx, lambda e: None)
+    assert isinstance(result, Proposal) and result.knobs == {"BLOCK": 1024}
+    assert "nearest history #3 (seed 1 of 1)" in result.evidence

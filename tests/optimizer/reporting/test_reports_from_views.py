@@ -47,6 +47,30 @@ def test_history_writes_markdown_and_html_with_figures_that_render(store, tmp_pa
     assert ink > 0.05 and colours > 50, (ink, colours)
 
 
+def test_history_gives_a_source_one_pooled_figure_wherever_it_names_it(store, tmp_path):
+    """The CPU softmax runs both promoted and revalidated BLOCK=512 (e4fc8ff14b3d): its four
+    measurements are one figure with its CI, in every table; no run's own figure is shown. (The
+    H200 run measured the same source: another device, another figure.)"""
+    out = cli("history", "softmax_kernel", "--store", str(store), "--to", str(tmp_path / "h"))
+    assert out.exit_code == 0, out.output
+    text = (tmp_path / "h" / "report.md").read_text()
+    shown: dict[tuple[str, str], set[str]] = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        device = next((c for c in cells if c in ("cpu-interpreter", "NVIDIA H200")), "")
+        for cell, nxt in zip(cells, cells[1:], strict=False):
+            if re.fullmatch(r"sha256:[0-9a-f]{12}", cell) and re.search(r"measurements?$", nxt):
+                shown.setdefault((device, cell), set()).add(nxt)
+    assert shown["cpu-interpreter", "sha256:e4fc8ff14b3d"] == {
+        "3.229x [2.848, 3.662], 4 measurements"
+    }
+    assert shown["NVIDIA H200", "sha256:e4fc8ff14b3d"] == {"1.073x [1.069, 1.077], 1 measurement"}
+    assert all(len(figures) == 1 for figures in shown.values()), shown
+    sources = text.split("## Sources, one pooled figure each\n", 1)[1].split("\n## ", 1)[0]
+    assert sources.count("| sha256:e4fc8ff14b3d |") == 2  # one per device
+    assert "2.914x" not in text and "2.808x" not in text  # the runs' own revalidated figures
+
+
 def test_run_report_draws_every_candidate_failed_ones_included(store, tmp_path):
     out = cli("report", h.H200_MATMUL[:16], "--store", str(store), "--to", str(tmp_path / "r"))
     assert out.exit_code == 0, out.output
