@@ -135,9 +135,11 @@ class _Fields:
         return value
 
     def speedup(self, obj: dict[str, Any], key: str, field: str) -> float | None:
-        """A positive number, or unset (absent, null, or not finite)."""
+        """A positive number, 0 (the TLX agent's and tlxdb's TLX writer's placeholder for an
+        experiment with no speedup: unset unless it claims a promotion), or unset (absent, null,
+        or not finite); a negative one is refused."""
         value = self.number(obj, key, field)
-        if value is not None and value <= 0:
+        if value is not None and value < 0:
             raise self.refuse(field, "a positive number", obj.get(key))
         return value
 
@@ -378,6 +380,8 @@ def _decision(item: dict[str, Any], status: str, evidence: list[Event], f: _Fiel
     outcome = _OUTCOMES[status]
     reason = f.text(item, "diagnostics") or f"TLX agent status: {status}"
     speedup = f.speedup(f.object(item, "performance"), "aggregate_speedup", "aggregate_speedup")
+    if speedup == 0 and status != "promoted":
+        speedup = None  # the placeholder of an experiment that has no speedup
     if status == "promoted" and speedup is not None and speedup <= 1:
         outcome = Outcome.REJECTED
         reason = (

@@ -275,3 +275,20 @@ def test_show_and_query_escape_imported_control_codes_on_a_terminal(tmp_path):
     piped = tlx("query", sql, "--store", str(store), "--format", "csv")
     # a pipe or a file gets the text unescaped (click.echo drops the CSI sequence \x1b[2J there)
     assert "faster\x1b]0;pwned\x07" in piped.stdout
+
+
+def test_a_zero_speedup_is_the_placeholder_of_an_experiment_without_one(tmp_path):
+    """The TLX agent (and tlxdb's own TLX writer) write aggregate_speedup 0.0 for an experiment
+    with no speedup: it imports as none; "promoted" with 0.0 is contradicted by its evidence."""
+    folder = folder_with(
+        tmp_path, 0, lambda items: items[2]["performance"].update(aggregate_speedup=0.0)
+    )
+    store = tmp_path / "s.duckdb"
+    assert tlx("import", str(folder), "--store", str(store)).exit_code == 0
+    assert _decision(store, "r001-c001").speedup is None
+    promoted = folder_with(
+        tmp_path / "p", 0, lambda items: items[1]["performance"].update(aggregate_speedup=0.0)
+    )
+    store2 = tmp_path / "s2.duckdb"
+    assert tlx("import", str(promoted), "--store", str(store2)).exit_code == 0
+    assert _decision(store2, "r001-c000").outcome == Outcome.REJECTED
