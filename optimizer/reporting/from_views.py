@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import queries
+from optimizer.atomic import write_atomic
 from optimizer.decision import stats
 from optimizer.reporting import plots
 from optimizer.reporting.live import cpu_list
-from optimizer.run.folder import write_atomic
 from tlxstore.errors import UnknownRunError
 from tlxstore.events import BASELINE_ID, RunEnvironment
 from tlxstore.hashing import tagged_prefix
