@@ -1,6 +1,7 @@
 """Reports that are queries: `tlxdb report RUN` (one run) and `tlxdb history KERNEL` (every run
 of a kernel or bundle), built from the store's views through queries/reports/*.sql, never from
-the Python fold (the live loop keeps writing its own report from the fold as it runs).
+the Python fold. A run writes its report.md with write_run_report too, into its output folder
+once its events are in the store: one report, one writer.
 
 Each report is written as report.md (tables, and links to the figures) and report.html (the same
 tables with the figures inline), with the figures as SVG files beside them (plots.py).

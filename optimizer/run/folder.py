@@ -5,7 +5,8 @@ Layout:
     <output_dir>/run_request.json      what was asked (bundle paths, flags), for --resume
     <output_dir>/best_kernel.py        the revalidated winner, else the baseline
     <output_dir>/result.json           the stdout object
-    <output_dir>/report.md             the run's report
+    <output_dir>/report.md             the run's report, from the store's views (as `tlxdb report`),
+                                       with report.html and its figures (*.svg) beside it
     <output_dir>/experiments/<id>/kernel.py, incremental.patch, cumulative.patch, profile/
     the TLX agent's files beside them: experiments.json, baseline_profile.json,
     best_profile.json, experiments/<id>/result.json and profile.json (optimizer.run.tlx_files)
@@ -95,7 +96,8 @@ class OutputFolder:
         for rel, value in tlx_files(state, self.root, winner_id).items():
             write_atomic(self.root / rel, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
-    def write_final(self, result: RunResult, best_source: str, report_md: str) -> None:
+    def write_final(self, result: RunResult, best_source: str) -> None:
+        """best_kernel.py and result.json; the report is written from the store once the run's
+        events are in it (optimizer.reporting.from_views.write_run_report)."""
         write_atomic(self.root / "best_kernel.py", best_source)
-        write_atomic(self.root / "report.md", report_md)
         write_atomic(self.root / "result.json", result.model_dump_json(indent=2) + "\n")
