@@ -599,7 +599,7 @@ class DecisionMade(Event):
 
     `measured`: the decision rests on a full measurement of the candidate's source (not a
     duplicate, no infrastructure failure cut it short), so the source counts as measured under
-    the run's measurement key (optimizer.decision.policy.counts_as_measured); None in events
+    the run's measurement key (tlxstore.fold.full_measurement); None in events
     recorded before version 2, where the store derives it as it did then. `notes`: what did not
     block the decision but qualifies it (a case noisier than max_cv, decided on its interval)."""
 

@@ -57,6 +57,9 @@ class CandidateState:
     exclusion: ExclusionRecorded | None = None
     evaluations: list[DeviceEvaluated] = field(default_factory=list)  # parallel runs only
     sample_devices: list[str | None] = field(default_factory=list)  # the device of each of samples
+    # no retryable failure of it came before its decision: "measured" of a decision recorded
+    # before DecisionMade v2, which records none (the store's rule for those: project.sql)
+    unfailed_when_decided: bool = False
 
     @property
     def candidate_id(self) -> str:
@@ -77,16 +80,23 @@ class CandidateState:
 
     @property
     def measured(self) -> bool:
-        """Whether its source counts as measured under the run's measurement key: as its
-        decision records it (DecisionMade.measured), or, for a decision recorded before that
-        field, by full_measurement. The baseline has no decision: it is measured once validation
-        benchmarked it."""
+        """Whether its source counts as measured under the run's measurement key: the baseline
+        once validation benchmarked it (it needs no decision), any candidate whose decision
+        measured it (decision_measured). The store's seen_sources view answers the same."""
+        benchmarked = self.candidate_id == BASELINE_ID and any(s.samples_us for s in self.samples)
+        return benchmarked or self.decision_measured
+
+    @property
+    def decision_measured(self) -> bool:
+        """Whether its decision rests on a full measurement of its source: as the decision
+        records it (DecisionMade.measured), or, for a decision recorded before that field, when
+        no retryable failure of it came before the decision (as v1 stores had it). The store's
+        decisions view copies the same (project.sql); tests/queries/test_verdicts.py holds the
+        fold and the views equal."""
         d = self.decision
-        if self.candidate_id == BASELINE_ID:
-            return bool(self.samples) and full_measurement(self)
         if d is None:
             return False
-        return d.measured if d.measured is not None else full_measurement(self)
+        return d.measured if d.measured is not None else self.unfailed_when_decided
 
     def window_samples(self, window_id: str, phase: str) -> list[BenchmarkSampled]:
         """Its samples of one phase measured in one window (its own, or another candidate's
@@ -204,7 +214,9 @@ class RunState:
                 else:
                     self.run_failures.append(e)
             case DecisionMade():
-                self.candidates[e.candidate_id].decision = e
+                decided = self.candidates[e.candidate_id]
+                decided.decision = e
+                decided.unfailed_when_decided = not any(f.retryable for f in decided.failures)
             case ExclusionRecorded():
                 self.candidates[e.candidate_id].exclusion = e
             case FinalistRevalidated():

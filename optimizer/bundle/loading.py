@@ -29,7 +29,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from optimizer.bundle.spec import CaseSpec, TargetSpec
-from optimizer.evaluation.requests import HarnessBundle
 from tlxstore.errors import ConfigError, TlxdbError
 from tlxstore.events import DEFAULT_THRESHOLDS, Thresholds
 from tlxstore.hashing import digest_file, digest_json
@@ -436,20 +435,6 @@ class FrozenBundle:
             {k: v for k, v in self.files.items() if k not in NOT_IN_IDENTITY}
         )
         _make_read_only(copy_root)
-
-    @property
-    def harness(self) -> HarnessBundle:
-        b = self.bundle
-        return HarnessBundle(
-            root=self.root,
-            harness_file=HARNESS,
-            cases=b.cases,
-            target=b.raw_target,
-            environment=b.target.environment,
-            # the copy only: the user's kernel and originals may change under a run
-            # (live_changes), which measures neither
-            protected_paths=[self.root / n for n in self.files],
-        )
 
     def check(self) -> None:
         """Raise BundleChangedError if a file of the private copy (what the run measures with)

@@ -40,7 +40,7 @@ import jinja2
 from pydantic import BaseModel, ConfigDict
 
 from optimizer import pysource
-from optimizer.bundle import validation
+from optimizer.bundle.device import ProbeError, detect_device, probe
 from optimizer.bundle.loading import (
     BUDGET,
     CASES,
@@ -331,8 +331,8 @@ def detect_target(backend: Backend, python: str, env: dict[str, str]) -> dict[st
     backend is cpu; the Triton interpreter on the CPU when no GPU is seen (auto) or asked."""
     if backend == "auto":
         try:
-            seen = validation.probe(python, _GPU_PROBE, env)
-        except validation.ProbeError as e:
+            seen = probe(python, _GPU_PROBE, env)
+        except ProbeError as e:
             raise BundleError(f"cannot ask torch for a GPU: {e}") from None
         backend = ("hip" if seen["hip"] else "cuda") if seen["gpu"] else "cpu"
     if backend == "cpu":
@@ -343,7 +343,7 @@ def detect_target(backend: Backend, python: str, env: dict[str, str]) -> dict[st
             "environment": {"TRITON_INTERPRET": "1"},
             "optimization_guidance": INTERPRETER_GUIDANCE,
         }
-    device = validation.detect_device(backend, {}, python, env)
+    device = detect_device(backend, {}, python, env)
     return {
         "backend": backend,
         "architecture": device.architecture or "",

@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from enum import StrEnum
 
+from pydantic import BaseModel, ConfigDict
+
 from optimizer.decision import stats
-from optimizer.providers.base import KernelEvidence
 from profilers.hardware import Resource, lookup_device
 from profilers.ncu import DURATION
 from profilers.roofline import roofline
@@ -47,6 +48,28 @@ FP32_OPS = {
     "sm__sass_thread_inst_executed_op_fadd_pred_on.sum": 1.0,
     "sm__sass_thread_inst_executed_op_fmul_pred_on.sum": 1.0,
 }
+
+
+class KernelEvidence(BaseModel):
+    """What tlxdb's own profiles say about the parent on one case, and how its last change moved
+    it (deltas against the parent's own parent; None where unknown). A provider reads it in its
+    context (optimizer/providers/base.py: ProviderContext.parent_kernel)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    case_id: str
+    main_kernel: str | None = None
+    other_kernels: list[str] = []  # the rest of what the harness call launched, heaviest first
+    proton_main_us: float | None = None  # per launch
+    ncu_main_us: float | None = None
+    bandwidth_fraction: float | None = None  # of the measured ceiling
+    compute_fraction: float | None = None
+    bound: str = "unknown"
+    disagreement: str = ""
+    deep: dict[str, float | None] = {}  # registers, occupancy, spills, stall reasons (deep set)
+    ncu_delta: float | None = None  # ncu_main_us / the grandparent's - 1
+    proton_delta: float | None = None
+    bandwidth_fraction_delta: float | None = None  # in fraction points
 
 
 class Level(StrEnum):

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from optimizer.bundle.loading import HARNESS, FrozenBundle
 from optimizer.bundle.spec import CaseSpec
 from tlxstore.events import Phase
 
@@ -29,6 +30,21 @@ class HarnessBundle(BaseModel):
     protected_paths: list[
         Path
     ] = []  # hashed before and after every evaluation (the copy, the kernel)
+
+    @classmethod
+    def of(cls, frozen: FrozenBundle) -> HarnessBundle:
+        """The evaluator's view of a frozen bundle: its private copy."""
+        b = frozen.bundle
+        return cls(
+            root=frozen.root,
+            harness_file=HARNESS,
+            cases=b.cases,
+            target=b.raw_target,
+            environment=b.target.environment,
+            # the copy only: the user's kernel and originals may change under a run
+            # (live_changes), which measures neither
+            protected_paths=[frozen.root / n for n in frozen.files],
+        )
 
 
 class Reference(BaseModel):

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.bundle.spec import CaseSpec, TargetSpec
+from optimizer.decision.kernel import KernelEvidence
 
 # rows of the store lookups (queries/models.py), used in the context as they come
 from queries.models import Exclusion, MeasuredCandidate, NearestConfig
@@ -45,25 +46,6 @@ class CaseResult(_Model):
     cv: float
     bytes_moved: int | None = None
     flops: int | None = None
-
-
-class KernelEvidence(_Model):
-    """What tlxdb's own profiles say about the parent on one case, and how its last change moved
-    it (deltas against the parent's own parent; None where unknown)."""
-
-    case_id: str
-    main_kernel: str | None = None
-    other_kernels: list[str] = []  # the rest of what the harness call launched, heaviest first
-    proton_main_us: float | None = None  # per launch
-    ncu_main_us: float | None = None
-    bandwidth_fraction: float | None = None  # of the measured ceiling
-    compute_fraction: float | None = None
-    bound: str = "unknown"
-    disagreement: str = ""
-    deep: dict[str, float | None] = {}  # registers, occupancy, spills, stall reasons (deep set)
-    ncu_delta: float | None = None  # ncu_main_us / the grandparent's - 1
-    proton_delta: float | None = None
-    bandwidth_fraction_delta: float | None = None  # in fraction points
 
 
 class ProviderContext(_Model):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from optimizer.providers.base import KernelEvidence
+from optimizer.decision.kernel import KernelEvidence
 from optimizer.providers.knobs import KnobRole
 
 FAR_FROM_CEILING = 0.8

@@ -1,6 +1,7 @@
 """Reports that are queries: `tlxdb report RUN` (one run) and `tlxdb history KERNEL` (every run
 of a kernel or bundle), built from the store's views through queries/reports/*.sql, never from
-the Python fold (the live loop keeps writing its own report from the fold as it runs).
+the Python fold. A run writes its report.md with write_run_report too, into its output folder
+once its events are in the store: one report, one writer.
 
 Each report is written as report.md (tables, and links to the figures) and report.html (the same
 tables with the figures inline), with the figures as SVG files beside them (plots.py).
@@ -17,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import queries
+from optimizer.atomic import write_atomic
 from optimizer.decision import stats
 from optimizer.reporting import plots
 from optimizer.reporting.live import cpu_list
-from optimizer.run.folder import write_atomic
 from tlxstore.errors import TlxdbError, UnknownRunError
 from tlxstore.events import BASELINE_ID, RunEnvironment
 from tlxstore.hashing import tagged_prefix

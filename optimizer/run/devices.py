@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from optimizer.bundle.validation import ProbeError, probe
+from optimizer.bundle.device import ProbeError, probe
 from optimizer.evaluation.evaluator import Evaluator
 from tlxstore.config import settings
 from tlxstore.errors import ConfigError

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import profilers
-from optimizer.bundle.validation import ProbeError, probe
+from optimizer.bundle.device import ProbeError, probe
 from tlxstore.config import settings
 from tlxstore.events import RunEnvironment
 from tlxstore.redaction import without_secrets

@@ -5,7 +5,8 @@ Layout:
     <output_dir>/run_request.json      what was asked (bundle paths, flags), for --resume
     <output_dir>/best_kernel.py        the revalidated winner, else the baseline
     <output_dir>/result.json           the stdout object
-    <output_dir>/report.md             the run's report
+    <output_dir>/report.md             the run's report, from the store's views (as `tlxdb report`),
+                                       with report.html and its figures (*.svg) beside it
     <output_dir>/experiments/<id>/kernel.py, incremental.patch, cumulative.patch, profile/
     the TLX agent's files beside them: experiments.json, baseline_profile.json,
     best_profile.json, experiments/<id>/result.json and profile.json (optimizer.run.tlx_files)
@@ -16,18 +17,15 @@ when the candidate is proposed, the final files when the run finishes.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import json
-import os
-import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from optimizer.atomic import write_atomic
 from optimizer.run.tlx_files import tlx_files
 from tlxstore.events import BASELINE_ID
 from tlxstore.fold import RunState
-from tlxstore.redaction import Redactor
 
 if TYPE_CHECKING:
     from optimizer.reporting.result import RunResult
@@ -42,30 +40,6 @@ def unified_diff(before: str, after: str, before_name: str, after_name: str) -> 
             after_name,
         )
     )
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text`, secrets masked (tlxstore/redaction.py), as `path` in one rename."""
-    text = Redactor.from_environment().text(text)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _new_beside(path)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _new_beside(path: Path) -> tuple[int, str]:
-    """A new file beside `path` for writing it in one rename, open for writing, with the
-    permissions the umask gives any new file (a report others read is 0644 under umask 022;
-    mkstemp's files are 0600)."""
-    while True:
-        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}"
-        with contextlib.suppress(FileExistsError):
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), str(tmp)
 
 
 class OutputFolder:
@@ -122,7 +96,8 @@ class OutputFolder:
         for rel, value in tlx_files(state, self.root, winner_id).items():
             write_atomic(self.root / rel, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
-    def write_final(self, result: RunResult, best_source: str, report_md: str) -> None:
+    def write_final(self, result: RunResult, best_source: str) -> None:
+        """best_kernel.py and result.json; the report is written from the store once the run's
+        events are in it (optimizer.reporting.from_views.write_run_report)."""
         write_atomic(self.root / "best_kernel.py", best_source)
-        write_atomic(self.root / "report.md", report_md)
         write_atomic(self.root / "result.json", result.model_dump_json(indent=2) + "\n")

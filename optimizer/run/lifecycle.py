@@ -31,7 +31,8 @@ from pydantic import BaseModel, ConfigDict
 import queries
 from importers import import_paths
 from importers.tlx_agent import is_tlx_folder
-from optimizer.bundle import validation
+from optimizer.atomic import write_atomic
+from optimizer.bundle.device import check_arch, detect_device
 from optimizer.bundle.loading import (
     FLAG_DEFAULTS,
     BundleChangedError,
@@ -45,13 +46,15 @@ from optimizer.bundle.loading import (
 from optimizer.decision.identity import measurement_key, normalized_source, source_hashes
 from optimizer.evaluation.evaluator import Evaluator
 from optimizer.evaluation.ncu_child import NcuProfiler
+from optimizer.evaluation.requests import HarnessBundle
 from optimizer.providers import ProviderOptions, ProviderRegistry, default_provider, registry
 from optimizer.providers.base import Provider
 from optimizer.reporting.result import RunResult, live_changes
 from optimizer.run import devices as run_devices
+from optimizer.run import validation
 from optimizer.run.devices import DevicePool
 from optimizer.run.environment import read_environment
-from optimizer.run.folder import OutputFolder, write_atomic
+from optimizer.run.folder import OutputFolder
 from optimizer.run.lease import left_by_a_killed_validation, run_lease, validation_claim
 from optimizer.run.loop import Ceilings, Observer, RunLoop, Setup
 from optimizer.run.workspace import Workspace, remove_recorded
@@ -229,13 +232,13 @@ def prepare(
     )
     frozen = FrozenBundle(bundle, kernel, ws.bundle_dir)
     python = settings().child_python or sys.executable
-    device = validation.detect_device(
+    device = detect_device(
         bundle.target.backend, bundle.target.environment, python, without_secrets(os.environ)
     )
-    validation.check_arch(arch, device, bundle.target.architecture)
+    check_arch(arch, device, bundle.target.architecture)
     hard, reach = _peaks(device)
     evaluator = Evaluator(
-        frozen.harness,
+        HarnessBundle.of(frozen),
         python=python,
         peak_bandwidth_bytes_per_s=hard.bandwidth_bytes_per_s,
         peak_flops_per_s=hard.flops_per_s,

@@ -46,7 +46,7 @@ from optimizer.evaluation.guards import files as file_guard
 from optimizer.evaluation.ncu_child import NcuProfiler
 from optimizer.evaluation.requests import EvalRequest, Reference
 from optimizer.providers.base import Proposal, Provider, ProviderError, SearchExhausted
-from optimizer.reporting.markdown import markdown_report
+from optimizer.reporting.from_views import write_run_report
 from optimizer.reporting.result import (
     RunResult,
     kept_not_committed,
@@ -449,7 +449,10 @@ class RunLoop:
             if self.s.ncu is not None:
                 self.s.ncu.close()
             self.ingest()
-            self.link.close()
+            self.link.close()  # every event of the run is in the store now
+            if self.state.finished is not None:
+                assert self.state.run_id is not None
+                write_run_report(self.link.store, self.state.run_id, self.s.output.root)
         return self.result()
 
     def _stopped_by_full_disk(self, full: DiskFullError) -> RunInterruptedError:
@@ -985,4 +988,4 @@ class RunLoop:
         best = self._source(win or BASELINE_ID)
         result = self.result()
         self.s.output.write_tlx(self.state, win, self._source(BASELINE_ID))
-        self.s.output.write_final(result, best, markdown_report(self.state, result))
+        self.s.output.write_final(result, best)

@@ -64,7 +64,7 @@ def freeze(tmp: Path, fixed_inputs: bool = False) -> HarnessBundle:
         (bundle_dir / "target.json").write_text(json.dumps(target))
     kernel = tmp / "kernel.py"
     kernel.write_text(KERNEL.read_text())
-    return FrozenBundle(load(locate(bundle_dir)), kernel, tmp / "private-copy").harness
+    return HarnessBundle.of(FrozenBundle(load(locate(bundle_dir)), kernel, tmp / "private-copy"))
 
 
 def evaluator(bundle: HarnessBundle, **kw) -> Evaluator:

@@ -116,8 +116,8 @@ def test_an_edit_during_a_proposal_keeps_the_winner_uncommitted_and_exits_3(
         "vcs_snapshot.json"
     }
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "## Files changed during the run: 1" in report
-    assert f"| baseline | files:live-changed | no | {changed}" in report
+    assert "## Integrity flags" in report
+    assert f"| baseline | files:live-changed | False | {changed}" in report
 
 
 # ---- validation proves what it can ---------------------------------------------------------
@@ -212,6 +212,10 @@ OUTPUT_FILES = {
     "best_kernel.py",
     "result.json",
     "report.md",
+    "report.html",
+    "best_so_far.svg",
+    "case_speedups.svg",
+    "samples.svg",
     "experiments.json",
     "baseline_profile.json",
     "best_profile.json",

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from optimizer.bundle import loading as b
+from optimizer.evaluation.requests import HarnessBundle
 
 FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures"
 
@@ -167,7 +168,7 @@ def test_freezing_makes_a_read_only_private_copy_with_every_file_hashed(bundle_d
     copy = frozen.root / "harness.py"
     assert copy.read_text() == (bundle_dir / "harness.py").read_text()
     assert not copy.stat().st_mode & 0o222
-    assert frozen.harness.environment == {"TRITON_INTERPRET": "1"}
+    assert HarnessBundle.of(frozen).environment == {"TRITON_INTERPRET": "1"}
     frozen.check()
 
 
@@ -201,7 +202,7 @@ def test_budget_json_is_frozen_but_not_part_of_the_bundle_identity(bundle_dir, t
 
 def test_an_edited_kernel_is_a_live_change_and_not_a_protected_path(bundle_dir, tmp_path):
     frozen = _freeze(bundle_dir, tmp_path)
-    assert frozen.kernel_path not in frozen.harness.protected_paths
+    assert frozen.kernel_path not in HarnessBundle.of(frozen).protected_paths
     frozen.kernel_path.write_text("# edited by the user\n")
     assert frozen.live_changes() == [(frozen.kernel_path, "the kernel kernel.py")]
     # against the hash a resumed run started from, not the one read when it froze again

@@ -9,7 +9,8 @@ import pytest
 from conftest import PARENT_SOURCE, make_context, nearest_config
 
 from optimizer.bundle.spec import TargetSpec
-from optimizer.providers.base import Exclusion, KernelEvidence, MeasuredCandidate
+from optimizer.decision.kernel import KernelEvidence
+from optimizer.providers.base import Exclusion, MeasuredCandidate
 from optimizer.providers.prompts.render import (
     GUIDANCE_DIR,
     PromptBudget,

@@ -3,8 +3,8 @@ from the bandwidth ceiling, more warps last when registers spill, history always
 
 from __future__ import annotations
 
+from optimizer.decision.kernel import KernelEvidence
 from optimizer.providers import roofline_order
-from optimizer.providers.base import KernelEvidence
 from optimizer.providers.knobs import KnobRole
 
 ROLES = {"BLOCK": KnobRole.BLOCK, "num_warps": KnobRole.WARPS}

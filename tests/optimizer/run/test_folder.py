@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from optimizer.run.folder import write_atomic
+from optimizer.atomic import write_atomic
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])
