@@ -270,3 +270,22 @@ def test_a_malformed_team_url_is_one_line_with_its_password_masked(tmp_path):
     assert one_error_line(r) == (
         "team store URL 'ducklake:postgres://[redacted]@[::1/db' is malformed: Invalid IPv6 URL"
     )
+
+
+def test_the_default_store_folder_is_made_on_a_fresh_machine_and_a_named_one_is_not(
+    tmp_path, monkeypatch
+):
+    """README's first command on a fresh machine: no --store, no $TLXDB_STORE, no
+    ~/.local/share/tlxdb yet. The per-user folder is made (owner only); a --store whose folder is
+    missing stays an error (a typo is not a new folder)."""
+    monkeypatch.delenv("TLXDB_STORE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "fresh" / "share"))
+    export = Path(__file__).resolve().parents[2] / "benchmarks/results/aa_cpu_2026-12-04/export"
+    r = tlx("import", str(export))
+    assert r.exit_code == 0, r.output
+    folder = tmp_path / "fresh" / "share" / "tlxdb"
+    assert (folder / "store.duckdb").is_file() and stat.S_IMODE(folder.stat().st_mode) == 0o700
+    line = one_error_line(
+        tlx("import", str(export), "--store", str(tmp_path / "typo" / "s.duckdb"))
+    )
+    assert line == f"store folder {tmp_path / 'typo'} does not exist"
