@@ -70,11 +70,6 @@ def open_store(ref: StoreRef, create: bool) -> Store:
         raise click.ClickException(
             f"no store at {ref}; pass --store, set TLXDB_STORE, or fill one with `tlxdb optimize` or `tlxdb import`"
         )
-    if create and isinstance(ref, Path):
-        from tlxstore.config import data_dir
-
-        if ref.parent == data_dir():  # the per-user default: a fresh machine has no such folder
-            ref.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     store = open_any_store(ref, create=create)
     queries.persist_views(store)  # any DuckDB client opening the file sees the current views
     return store

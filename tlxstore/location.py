@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tlxstore.config import TEAM_STORE_PREFIXES
+from tlxstore.config import TEAM_STORE_PREFIXES, data_dir
 from tlxstore.errors import StoreError
 from tlxstore.store import Store
 
@@ -27,4 +27,7 @@ def open_store(
         raise StoreError(
             f"store {ref!r}: a DuckLake store URL starts with {' or '.join(TEAM_STORE_PREFIXES)}"
         )
-    return Store(Path(ref), create=create, lock_timeout_s=lock_timeout_s)
+    path = Path(ref)
+    if create and path.parent == data_dir():  # the per-user default: a fresh machine lacks it
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return Store(path, create=create, lock_timeout_s=lock_timeout_s)
