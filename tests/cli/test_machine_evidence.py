@@ -13,23 +13,14 @@ import pytest
 from click.testing import CliRunner
 from support.bundles import VECADD_CASES, kernel_copy, sleep_bundle
 from support.machine import NVML_TRACE
-from support.scripted_provider import ScriptedProvider, set_block
+from support.scripted_provider import set_block
 
 from cli.main import main
-from optimizer.providers import registry
 from tlxstore.events import BenchmarkSampled, MachineSampled, RunEnvironment
 from tlxstore.runlog import RunLog, read_envelopes
 from tlxstore.testing import small_run
 
 MARKED = "a benchmark call ran while the GPU throttled or was shared"
-
-
-@pytest.fixture
-def scripted():
-    steps: list = []
-    registry.register("scripted", lambda options: ScriptedProvider(list(steps)))
-    yield steps
-    registry.unregister("scripted")
 
 
 def _invoke(args: list[str]):

@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from support.bundles import FIXTURES, VECADD_CASES, kernel_copy, sleep_bundle
-from support.scripted_provider import ScriptedProvider, Step, set_block
+from support.scripted_provider import Step, set_block
 
 import queries
 from cli.main import main
-from optimizer.providers import registry
 from tlxstore.runlog import read_envelopes
 from tlxstore.store import Store
 
@@ -72,15 +71,6 @@ BIMODAL_CASES = [
     {"case_id": "large", "parameters": {"n": 8192}, "weight": 1.0},
     {"case_id": "small", "parameters": {"n": 512, "overhead": True}, "weight": 1.0},
 ]
-
-
-@pytest.fixture
-def scripted():
-    """A `scripted` provider registered through the real registry for the test."""
-    steps: list = []
-    registry.register("scripted", lambda options: ScriptedProvider(list(steps)))
-    yield steps
-    registry.unregister("scripted")
 
 
 def _bimodal_bundle(dest: Path) -> Path:

@@ -18,10 +18,9 @@ from support.bundles import (  # noqa: E402
 )
 from support.cli import one_error_line  # noqa: E402
 from support.repos import git, kernel_in_git  # noqa: E402
-from support.scripted_provider import ScriptedProvider, set_block  # noqa: E402
+from support.scripted_provider import set_block  # noqa: E402
 
 from cli.main import main  # noqa: E402
-from optimizer.providers import registry  # noqa: E402
 from tlxstore.store import Store  # noqa: E402
 
 FAST = [
@@ -33,15 +32,6 @@ FAST = [
     "60",
     "--no-commit-winner",
 ]
-
-
-@pytest.fixture
-def scripted():
-    """Registers a `scripted` provider through the real registry for the duration of a test."""
-    steps: list = []
-    registry.register("scripted", lambda options: ScriptedProvider(list(steps)))
-    yield steps
-    registry.unregister("scripted")
 
 
 def _invoke(args: list[str]):
