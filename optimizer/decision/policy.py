@@ -379,15 +379,9 @@ def _decide_in_windows(
             common = {c: wt for c, wt in scored.items() if c in inc_b}
             vs_inc = compare_blocks(inc_b, cand_i, common) if common else None
         measurements.append(_Measurement(vs_base, vs_inc))
-    tripped = [f for f in cand.flags if f.guard.startswith(TRIPWIRE_PREFIX)]
+    tripped = _tripwires(cand)
     if tripped and len(measurements) < 2:
-        return DecisionMade(
-            candidate_id=cid,
-            outcome=Outcome.REJECTED,
-            reason=f"{tripped[0].guard} fired ({tripped[0].detail}) and there is no second "
-            "measurement: never promoted on the first measurement alone",
-            measured=full_measurement(cand),
-        )
+        return _first_measurement_only(cand, tripped)
     if not tripped:
         measurements = measurements[:1]
     problems: list[str] = []
@@ -405,6 +399,22 @@ def _decide_in_windows(
     machine_notes = [n for w in windows if (n := machine.marked_note(state, w, Phase.ROUND))]
     machine_notes += machine.host_notes(state, cid, latency)
     return _verdict(state, cand, worst, problems, notes, tripped, machine_notes)
+
+
+def _tripwires(cand: CandidateState) -> list:
+    """The tripwire flags of a candidate (a second measurement is owed before any promotion)."""
+    return [f for f in cand.flags if f.guard.startswith(TRIPWIRE_PREFIX)]
+
+
+def _first_measurement_only(cand: CandidateState, tripped: list) -> DecisionMade:
+    """A tripwire fired and no second measurement exists: rejected, never promoted on one."""
+    return DecisionMade(
+        candidate_id=cand.candidate_id,
+        outcome=Outcome.REJECTED,
+        reason=f"{tripped[0].guard} fired ({tripped[0].detail}) and there is no second "
+        "measurement: never promoted on the first measurement alone",
+        measured=full_measurement(cand),
+    )
 
 
 def _lost_to_marks(
@@ -547,15 +557,9 @@ def _decide_legacy(
     if problem:
         return _failed(candidate_id, problem)
 
-    tripped = [f for f in cand.flags if f.guard.startswith(TRIPWIRE_PREFIX)]
+    tripped = _tripwires(cand)
     if tripped and len(blocks) < 2:
-        return DecisionMade(
-            candidate_id=candidate_id,
-            outcome=Outcome.REJECTED,
-            reason=f"{tripped[0].guard} fired ({tripped[0].detail}) and there is no second "
-            "measurement: never promoted on the first measurement alone",
-            measured=full_measurement(cand),
-        )
+        return _first_measurement_only(cand, tripped)
     # Each block on its own when a tripwire fired; otherwise all samples together.
     parts = [blocks[b] for b in sorted(blocks)] if tripped else [all_samples]
     comparisons = [
