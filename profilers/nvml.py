@@ -425,8 +425,9 @@ class DeviceSampler:
 
     Its own run is told apart from neighbours by pid: this process and the whole process family
     of its parent, the tlxdb run (its other harness children, an ncu child prestarted for the
-    next candidate, which holds a CUDA context while this one is timed), read again whenever a
-    pid not yet known shows up. Where NVML reports pids of another PID namespace (a container),
+    next candidate, which holds a CUDA context while this one is timed), read again only when a
+    pid shows up that is neither in it nor already found outside it (a neighbour that stays
+    costs no /proc scan per call). Where NVML reports pids of another PID namespace (a container),
     the process's own pid is never seen: then the one process on the device at its first
     reading, if there is exactly one, is taken to be itself."""
 
@@ -435,6 +436,7 @@ class DeviceSampler:
     period_s: float = SAMPLE_PERIOD_S
     family_root: int = field(default_factory=os.getppid)
     _identified: bool = False
+    _strangers: set[int] = field(default_factory=set)  # pids found outside the family
 
     def _identify(self, first: Reading) -> None:
         if self._identified:
@@ -469,8 +471,10 @@ class DeviceSampler:
             stop.set()
             thread.join()
             readings.append(self.nvml.reading())
-            if any(pid not in self.own_pids for r in readings for pid, _ in r.processes):
+            seen = {pid for r in readings for pid, _ in r.processes}
+            if seen - self.own_pids - self._strangers:  # a pid not yet placed: read /proc once
                 self.own_pids |= process_family(self.family_root)
+                self._strangers |= seen - self.own_pids
             out.update(summarize(readings, self.own_pids, self.nvml.source))
 
 

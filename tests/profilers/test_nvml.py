@@ -304,3 +304,16 @@ def test_the_runs_own_processes_are_no_neighbours_and_a_stranger_is():
         sibling.kill()
         sibling.wait()
     assert [n["pid"] for n in call["neighbours"]] == [stranger]
+
+
+def test_a_neighbour_that_stays_costs_one_family_scan_not_one_per_call(monkeypatch):
+    """/proc is read when a pid is new, not again on every call it is seen in."""
+    scans = []
+    monkeypatch.setattr(nvml, "process_family", lambda root: scans.append(root) or {root})
+    reading = {"sm_clock_mhz": 1980, "processes": [[nvml.SELF, 1 << 30], [4242, 1 << 30]]}
+    sampler = nvml.DeviceSampler(nvml.RecordedNvml({"calls": [[reading]] * 3}), family_root=7)
+    for _ in range(3):
+        with sampler.sampling() as call:
+            pass
+        assert [n["pid"] for n in call["neighbours"]] == [4242]
+    assert scans == [7]
