@@ -49,34 +49,25 @@ else
 fi
 read -r -a extra_args <<<"$extra"
 
-# step NAME SECONDS: runs h200_machine.py's step NAME under timeout (its run's tlxdb budget the
-# seconds less the margin), writes NAME.out/.err into $work, logs the exit status, the seconds
-# and the last lines, and archives $work's text results as they stand
-step() {
+source benchmarks/device/steps.sh  # step NAME SECONDS COMMAND...
+
+# machine_step NAME SECONDS: h200_machine.py's step NAME as a step (its run's tlxdb budget the
+# seconds less the margin), then $work's text results archived as they stand
+machine_step() {
   local name=$1 limit=$2
-  if [ "$limit" -le 0 ]; then
-    echo "== $name: skipped" | tee -a "$log"
-    return
-  fi
   local budget=$((limit - margin))
   [ "$budget" -ge 20 ] || budget=20
-  local start=$(date +%s)
-  timeout -k 15 "$limit" "$py" benchmarks/h200_machine.py --out "$work" --target "$target" \
+  step "$name" "$limit" "$py" benchmarks/h200_machine.py --out "$work" --target "$target" \
     --step "$name" --max-total-seconds "$budget" --run-timeout "$((limit - 10))" \
-    ${extra_args[@]+"${extra_args[@]}"} \
-    >"$work/$name.out" 2>"$work/$name.err"
-  local rc=$?
-  echo "== $name: exit=$rc seconds=$(($(date +%s) - start)) (limit $limit, call at $(($(date +%s) - t0)) s)" | tee -a "$log"
-  tail -4 "$work/$name.out" | tee -a "$log"
-  [ "$rc" -eq 0 ] || tail -3 "$work/$name.err" | tee -a "$log"
-  tar czf "$OUT/machine.tgz" -C "$work" --exclude "store.duckdb*" --exclude bundle --exclude src \
-    --exclude .lease --exclude "*.wal" . 2>/dev/null
+    ${extra_args[@]+"${extra_args[@]}"}
+  [ "$limit" -le 0 ] || tar czf "$OUT/machine.tgz" -C "$work" --exclude "store.duckdb*" \
+    --exclude bundle --exclude src --exclude .lease --exclude "*.wal" . 2>/dev/null
 }
 
-step record "$record_s"
-step quiet "$quiet_s"
-step shared "$shared_s"
-step summary "$summary_s"
+machine_step record "$record_s"
+machine_step quiet "$quiet_s"
+machine_step shared "$shared_s"
+machine_step summary "$summary_s"
 for f in summary.md summary.json nvml_trace.json machine_states.jsonl; do
   [ -f "$work/$f" ] && cp "$work/$f" "$OUT/"
 done

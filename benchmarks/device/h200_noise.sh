@@ -52,22 +52,7 @@ echo "$gemm_case" >"$work/gemm_cases.json"
 gemm_knobs='{"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8, "num_stages": 5}'
 elementwise_knobs='{"BLOCK": 1024, "num_warps": 4}'
 
-# step NAME SECONDS COMMAND...: runs COMMAND under timeout, writes NAME.out/.err into $work, and
-# logs the exit status, the seconds and the last lines of its output
-step() {
-  local name=$1 limit=$2
-  shift 2
-  if [ "$limit" -le 0 ]; then
-    echo "== $name: skipped" | tee -a "$log"
-    return
-  fi
-  local start=$(date +%s)
-  timeout -k 20 "$limit" "$@" >"$work/$name.out" 2>"$work/$name.err"
-  local rc=$?
-  echo "== $name: exit=$rc seconds=$(($(date +%s) - start)) (limit $limit, call at $(($(date +%s) - t0)) s)" | tee -a "$log"
-  tail -4 "$work/$name.out" | tee -a "$log"
-  [ "$rc" -eq 0 ] || tail -3 "$work/$name.err" | tee -a "$log"
-}
+source benchmarks/device/steps.sh  # step NAME SECONDS COMMAND...
 
 # aa NAME SECONDS aa_check.py options...
 aa() {
