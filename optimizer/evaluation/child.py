@@ -1,6 +1,6 @@
 """The harness child process: `python -m optimizer.evaluation.child REQUEST_FD REPLY_FD`.
 
-It executes one command at a time for the parent (`optimizer.evaluation.evaluator.Evaluator`): commands arrive
+It executes one command at a time for the parent (`optimizer.evaluation.session.Session`): commands arrive
 as JSON lines on REQUEST_FD, each answered by exactly one JSON line on REPLY_FD. The harness and
 the candidate may print to stdout/stderr freely; replies never travel there.
 

@@ -37,13 +37,8 @@ from typing import Any
 from optimizer.bundle.spec import CaseSpec
 from optimizer.decision.kernel import Level
 from optimizer.evaluation.attribution import PROFILING_WALL
-from optimizer.evaluation.evaluator import (
-    PRESTART_DEADLINE_S,
-    Evaluator,
-    _ChildGone,
-    _Session,
-    tail,
-)
+from optimizer.evaluation.evaluator import PRESTART_DEADLINE_S, Evaluator
+from optimizer.evaluation.session import ChildGone, Session, tail
 from profilers import ncu
 from tlxstore.events import ProfileCollected, ProfileMetric
 
@@ -83,7 +78,7 @@ class _Child:
             ncu=ncu_path,
             profile_from_start=False,
         )
-        self.session = _Session(
+        self.session = Session(
             ev.bundle,
             ev.python,
             time.monotonic() + PRESTART_DEADLINE_S,
@@ -127,7 +122,7 @@ class _Child:
             self.pending.append(f"verify:{case.case_id}")
 
     def settle(self, timeout_s: float) -> None:
-        """Read every reply asked for; raises _ChildGone when the child died or hung."""
+        """Read every reply asked for; raises ChildGone when the child died or hung."""
         t0 = time.monotonic()
         self.session.deadline = t0 + timeout_s
         try:
@@ -194,7 +189,7 @@ class _Child:
                 return out
             for case in cases:
                 ranges.append((case, self._range(case)))
-        except _ChildGone as g:
+        except ChildGone as g:
             out.diagnostics.append(f"ncu child: {g.kind.value}: {tail(g.detail, 300)}")
         finally:
             s.close()  # the program ends: ncu writes its results
@@ -323,7 +318,7 @@ class NcuProfiler:
         if child is not None:
             try:
                 child.begin(source)
-            except _ChildGone:
+            except ChildGone:
                 self._current = None
                 child.discard()
 
@@ -335,7 +330,7 @@ class NcuProfiler:
             return
         try:
             child.settle(timeout_s)
-        except _ChildGone:
+        except ChildGone:
             self._current = None
             child.discard()
 

@@ -2,7 +2,8 @@
 
 The evaluator itself is `optimizer.evaluation.evaluator.Evaluator`; its results are events, emitted as they
 happen (BuildFinished, CaseVerified, BenchmarkSampled, ProfileCollected, IntegrityFlagged,
-InfrastructureFailed). These models are the request side and a small summary.
+InfrastructureFailed). These models are the request side and a small summary, and
+HarnessInvalidError the one error it raises (a harness that cannot be used).
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ from pydantic import BaseModel, ConfigDict
 
 from optimizer.bundle.loading import HARNESS, FrozenBundle
 from optimizer.bundle.spec import CaseSpec
+from tlxstore.errors import TlxdbError
 from tlxstore.events import Phase
+
+
+class HarnessInvalidError(TlxdbError):
+    """The harness cannot be used: it lacks build/verify/benchmark or raises when imported."""
 
 
 class HarnessBundle(BaseModel):

@@ -14,7 +14,7 @@ diluted and a noisy case is measured more before anything is decided. A case wit
 while the GPU throttled or was shared (a marked call, optimizer.decision.machine) gets more turns
 until as many blocks as it had marked calls were measured again, up to MAX_REMEASURED_BLOCKS; the
 decision leaves the marked calls out, and so does the noise check. Every sample is recorded; none is dropped. These are pure
-functions; optimizer.evaluation.evaluator runs the calls.
+functions; optimizer.evaluation.pipeline (`measure_window`) runs the calls.
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def in_window(
 ) -> list[Event]:
     """The events of one measurement window: each member's samples of each case (sides[member])
     taken `per_block` at a time, block by block, the members' order turning each block, as
-    optimizer.evaluation.evaluator measures them."""
+    optimizer.evaluation.pipeline measures them."""
     out: list[Event] = []
     members = list(sides)
     cases = list(next(iter(sides.values())))

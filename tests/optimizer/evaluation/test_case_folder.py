@@ -1,6 +1,6 @@
 """A case's artifacts folder is always one plain name inside the artifacts dir."""
 
-from optimizer.evaluation.evaluator import case_folder
+from optimizer.evaluation.pipeline import case_folder
 
 
 def test_a_plain_case_id_is_its_own_folder():

@@ -12,8 +12,13 @@ import pytest
 
 from optimizer.bundle.spec import CaseSpec
 from optimizer.evaluation.attribution import MAIN_TIME
-from optimizer.evaluation.evaluator import Evaluator, HarnessInvalidError
-from optimizer.evaluation.requests import EvalRequest, HarnessBundle, Reference
+from optimizer.evaluation.evaluator import Evaluator
+from optimizer.evaluation.requests import (
+    EvalRequest,
+    HarnessBundle,
+    HarnessInvalidError,
+    Reference,
+)
 from tlxstore.events import (
     BASELINE_ID,
     BenchmarkSampled,

@@ -1,0 +1,489 @@
+"""The per-candidate pipeline: one candidate's commands in a harness child, turned into events.
+
+A `Run` sends one candidate's build, verify, benchmark, attribute and profile commands through a
+session (optimizer.evaluation.session) and emits every result as the event it is, as it happens;
+`measure_window` benchmarks the members of a window (optimizer.evaluation.window) block by
+block. Which child runs them, and how an evaluation ends, is the evaluator's
+(optimizer.evaluation.evaluator).
+
+Invariants:
+- Every result becomes an event handed to `emit` as it happens (BuildFinished, CaseVerified,
+  LaunchesObserved, BenchmarkSampled, MachineSampled, ProfileCollected, IntegrityFlagged,
+  InfrastructureFailed).
+- The child reports the functions the candidate replaced after every call: with snapshot checks
+  on, each is a blocking IntegrityFlagged and the evaluation stops (`Stop`).
+- A harness that raises is a failed build or verification, a HARNESS_ERROR, or a profile with
+  diagnostics; nothing it does raises out of a `Run` but `Stop`, HarnessInvalidError and the
+  session's ChildGone.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from optimizer.bundle.spec import CaseSpec
+from optimizer.decision import machine, stats
+from optimizer.evaluation import attribution, window
+from optimizer.evaluation.requests import EvalRequest, HarnessInvalidError
+from optimizer.evaluation.session import Session, last_line, tail
+from tlxstore.events import (
+    BASELINE_ID,
+    BenchmarkSampled,
+    BuildFinished,
+    CaseVerified,
+    Event,
+    FailureKind,
+    InfrastructureFailed,
+    IntegrityFlagged,
+    KernelLaunch,
+    LaunchesObserved,
+    MachineSampled,
+    Phase,
+    ProfileCollected,
+    ProfileMetric,
+)
+
+if TYPE_CHECKING:
+    from optimizer.evaluation.evaluator import Evaluator
+
+Emit = Callable[[Event], None]
+
+PROFILE_SOURCES = ("proton", "ncu", "harness")
+
+
+class Stop(Exception):
+    """The evaluation ends early (the reason was already emitted)."""
+
+    def __init__(self, reason: str, *, blocked: bool = False, infra: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.blocked = blocked
+        self.infra = infra
+
+
+class Progress:
+    """How far an evaluation got, and the stage it is in (for failure events)."""
+
+    def __init__(self) -> None:
+        self.stage = "build"
+        self.built = False
+        self.verified = False
+        self.benchmarked = False
+
+
+class Run:
+    """One candidate's commands within a session, turned into events."""
+
+    def __init__(
+        self,
+        ev: Evaluator,
+        session: Session,
+        cid: str,
+        phase: Phase,
+        emit: Emit,
+        window_id: str | None = None,
+    ):
+        self.ev = ev
+        self.session = session
+        self.cid = cid
+        self.phase = phase
+        self.emit = emit
+        self.window_id = window_id or cid  # the window its samples are recorded in
+        self.declared: dict[str, tuple[int | None, int | None]] = {}  # case -> (bytes, flops)
+
+    def in_window(self, window_id: str) -> Run:
+        """This candidate's commands, recorded in another window of the same child."""
+        other = copy.copy(self)
+        other.window_id = window_id
+        return other
+
+    def call(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """One command's reply; a function the candidate replaced during it stops the evaluation."""
+        reply = self.session.call(msg)
+        patched = (reply.get("patched") or []) if self.ev.snapshot_checks else []
+        if patched:
+            for name in patched:
+                self.emit(
+                    IntegrityFlagged(
+                        candidate_id=self.cid,
+                        guard=f"patched:{name}",
+                        detail=f"the candidate replaced {name} (during {msg['op']})",
+                        blocking=True,
+                    )
+                )
+            raise Stop(f"the candidate replaced {patched[0]}", blocked=True)
+        return reply
+
+    def build(self, key: str, source: str) -> bool:
+        reply = self.call(
+            {"op": "build", "key": key, "source": source, "target": self.ev.bundle.target}
+        )
+        if not reply.get("ok"):
+            raise HarnessInvalidError(str(reply.get("error")))
+        self.emit(
+            BuildFinished(
+                candidate_id=self.cid,
+                success=bool(reply["success"]),
+                duration_ms=float(reply["duration_ms"]),
+                diagnostics=tail(str(reply.get("diagnostics", ""))),
+            )
+        )
+        return bool(reply["success"])
+
+    def verify_cases(
+        self, key: str, cases: list[CaseSpec], repeats: int, *, first_attempt: int
+    ) -> list[CaseSpec]:
+        """Verify each case `repeats` times with fresh seeds; return the cases that passed every
+        time. A protected case that fails ends the evaluation."""
+        kept = []
+        for case in cases:
+            ok = True
+            for attempt in range(first_attempt, first_attempt + repeats):
+                seed = self.ev._seed()
+                msg = {"op": "verify", "key": key, "case": case_dict(case), "seed": seed}
+                # the first verification says what the kernels are launched with; the baseline's
+                # second, compiled by then, how long each one runs (which kernel tune takes first)
+                observe = attempt == 1 or (attempt == 2 and self.cid == BASELINE_ID)
+                reply = self.call({**msg, "observe": observe})
+                if not reply.get("ok"):
+                    raise HarnessInvalidError(str(reply.get("error")))
+                passed = bool(reply["passed"])
+                self.emit(
+                    CaseVerified(
+                        candidate_id=self.cid,
+                        case_id=case.case_id,
+                        passed=passed,
+                        phase=self.phase,
+                        attempt=attempt,
+                        seed=seed,
+                        diagnostics=tail(str(reply.get("diagnostics", ""))),
+                        metrics=reply.get("metrics") or {},
+                    )
+                )
+                if reply.get("launches"):
+                    self.emit(
+                        LaunchesObserved(
+                            candidate_id=self.cid,
+                            case_id=case.case_id,
+                            launches=[KernelLaunch(**x) for x in reply["launches"]],
+                            attempt=attempt,
+                        )
+                    )
+                if not passed:
+                    ok = False
+                    break
+            if not ok and case.protected:
+                raise Stop(f"protected case {case.case_id} failed verification (attempt {attempt})")
+            if ok:
+                kept.append(case)
+        return kept
+
+    def benchmark_case(
+        self,
+        key: str,
+        case: CaseSpec,
+        repetitions: int,
+        *,
+        block: int,
+        warm_up: bool = False,
+        extra: bool = False,
+    ) -> tuple[list[float], bool]:
+        """One harness call benchmarking one case; its samples, and whether the call is marked
+        (it ran while the GPU throttled or was shared: optimizer.decision.machine; the child
+        samples NVML while the call runs, where it can). `warm_up`: first one call
+        `benchmark(artifact, case, 1)` after the GPU idled through build and verification, its
+        samples kept as `warmup_samples_us` and out of every statistic. Measured on the H200: a
+        4096^3 fp16 GEMM's first do_bench after that idle ran 8-15% faster than every later one
+        (boost clock before the power limit), one outlier in 5 samples that widened every
+        confidence interval."""
+        warm: list[float] = self._warm_up(key, case) if warm_up else []
+        reply = self.call(
+            {
+                "op": "benchmark",
+                "key": key,
+                "case": case_dict(case),
+                "repetitions": repetitions,
+                "machine": True,
+            }
+        )
+        if not reply.get("ok"):
+            detail = str(reply.get("error"))
+            if reply.get("traceback"):
+                detail += "\n" + str(reply["traceback"])
+            self.emit(
+                InfrastructureFailed(
+                    candidate_id=self.cid,
+                    stage="benchmark",
+                    kind=FailureKind.HARNESS_ERROR,
+                    retryable=False,
+                    diagnostics=tail(f"case {case.case_id}: {detail}"),
+                )
+            )
+            raise Stop(f"the harness benchmark failed on case {case.case_id}: {last_line(detail)}")
+        samples = [float(s) for s in reply["samples_us"]]
+        self.declared[case.case_id] = (reply.get("bytes_moved"), reply.get("flops"))
+        self.emit(
+            BenchmarkSampled(
+                candidate_id=self.cid,
+                case_id=case.case_id,
+                phase=self.phase,
+                block=block,
+                window_id=self.window_id,
+                extra=extra,
+                samples_us=samples,
+                warmup_count=reply.get("warmup_count"),
+                cache_policy=reply.get("cache_policy"),
+                bytes_moved=reply.get("bytes_moved"),
+                flops=reply.get("flops"),
+                warmup_samples_us=warm,
+            )
+        )
+        if not reply.get("machine"):
+            return samples, False
+        state = MachineSampled(
+            candidate_id=self.cid,
+            case_id=case.case_id,
+            phase=self.phase,
+            window_id=self.window_id,
+            block=block,
+            **reply["machine"],
+        )
+        self.emit(state)
+        return samples, bool(machine.marks(state))
+
+    def _warm_up(self, key: str, case: CaseSpec) -> list[float]:
+        """One `benchmark(artifact, case, 1)`; its samples, or [] where it fails (the
+        benchmark proper then says why, if it fails too)."""
+        reply = self.call(
+            {"op": "benchmark", "key": key, "case": case_dict(case), "repetitions": 1}
+        )
+        return [float(x) for x in reply["samples_us"]] if reply.get("ok") else []
+
+    def attribute_cases(
+        self, key: str, cases: list[CaseSpec], source: str, artifacts_dir: Path | None
+    ) -> int:
+        """Launch attribution under Proton, one extra harness call per case (see attribution):
+        `benchmark(artifact, case, 1)`, or `verify` where that benchmark raises under Proton;
+        returns how many cases got it."""
+        own = attribution.kernel_functions(source)
+        attributed = 0
+        for case in cases:
+            case_dir = (
+                Path(artifacts_dir) / self.cid / case_folder(case.case_id)
+                if artifacts_dir is not None
+                else self.session.workdir / "proton" / case_folder(case.case_id)
+            )
+            case_dir.mkdir(parents=True, exist_ok=True)
+            failed: list[str] = []  # why each harness call failed under Proton
+            for mode in ("benchmark", "verify"):
+                reply = self.call(
+                    {
+                        "op": "attribute",
+                        "key": key,
+                        "case": case_dict(case),
+                        "mode": mode,
+                        "artifacts_dir": str(case_dir.resolve()),
+                    }
+                )
+                if reply.get("ok"):
+                    break
+                failed.append(
+                    f"{mode}: {reply.get('error')}"
+                    + (f": {last_line(reply['traceback'])}" if reply.get("traceback") else "")
+                )
+            if not reply.get("ok"):
+                detail = "; ".join(failed)
+                self.emit(attribution.unavailable_event(self.cid, case.case_id, tail(detail)))
+            elif not reply.get("available"):
+                reason = str(reply.get("reason"))
+                self.emit(attribution.unavailable_event(self.cid, case.case_id, reason))
+                if "unavailable on this target" in reason:
+                    return attributed  # the same for every case: one event says it
+            else:
+                event = attribution.attribution_event(self.cid, case.case_id, reply, own)
+                if failed:  # attributed over verify: say why
+                    note = f"attributed over verify; benchmark(artifact, case, 1) {failed[0]}"
+                    event = event.model_copy(
+                        update={"diagnostics": "\n".join(filter(None, [note, event.diagnostics]))}
+                    )
+                self.emit(event)
+                attributed += 1
+        return attributed
+
+    def profile_cases(
+        self, key: str, cases: list[CaseSpec], profile_args: int, artifacts_dir: Path | None
+    ) -> None:
+        for case in cases:
+            case_dir = (
+                Path(artifacts_dir) / self.cid / case_folder(case.case_id)
+                if artifacts_dir is not None
+                else self.session.workdir / "profile" / case_folder(case.case_id)
+            )
+            case_dir.mkdir(parents=True, exist_ok=True)
+            request = {
+                "level": "summary",
+                "tools": ["proton_launch", "native_profiler"],
+                "experiment_id": self.cid,
+                "artifacts_dir": str(case_dir.resolve()),
+                "reason": "candidate evaluation",
+                "diagnostic_only": False,
+            }
+            reply = self.call(
+                {
+                    "op": "profile",
+                    "key": key,
+                    "case": case_dict(case),
+                    "request": request,
+                    "profile_args": profile_args,
+                }
+            )
+            if not reply.get("ok"):
+                detail = str(reply.get("error")) + (
+                    f": {last_line(reply['traceback'])}" if reply.get("traceback") else ""
+                )
+                self.emit(
+                    ProfileCollected(
+                        candidate_id=self.cid,
+                        case_id=case.case_id,
+                        metrics=[],
+                        diagnostics=tail(detail),
+                    )
+                )
+                continue
+            metrics, kernels, artifacts, diagnostics = profile_metrics(reply["result"])
+            self.emit(
+                ProfileCollected(
+                    candidate_id=self.cid,
+                    case_id=case.case_id,
+                    metrics=metrics,
+                    kernel_names=kernels,
+                    diagnostics=tail(diagnostics),
+                    artifacts=artifacts,
+                )
+            )
+
+
+def measure_window(
+    members: list[tuple[Run, str]],
+    cases: list[CaseSpec],
+    req: EvalRequest,
+    *,
+    warm_up: bool = False,
+) -> dict[str, float]:
+    """Benchmark `members` (each a candidate's commands and its artifact key; the evaluated one
+    first) alternately, block by block, in whole turns (optimizer.evaluation.window). Then more
+    turns for the cases that need them: a case with a marked call (it ran while the GPU throttled
+    or was shared) gets turns until as many extra blocks as it had marked calls were measured, up
+    to window.MAX_REMEASURED_BLOCKS blocks; a case noisier than req.max_cv, judged on the calls that
+    are not marked, gets one up to req.max_extra_blocks blocks. Returns the first member's median
+    per case, marked calls left out (a case with none left is missing). `warm_up`: the window's
+    first call is preceded by one warm-up call (benchmark_case)."""
+    samples: dict[str, dict[str, list[float]]] = {run.cid: {} for run, _ in members}
+    owed: dict[str, int] = {}  # case -> its marked calls not yet measured again
+    warm = warm_up and bool(cases)
+
+    def block(index: int, repetitions: int, block_cases: list[CaseSpec], extra: bool) -> None:
+        nonlocal warm
+        for case in block_cases:
+            for run, key in window.order(members, index):
+                got, was_marked = run.benchmark_case(
+                    key, case, repetitions, block=index, warm_up=warm, extra=extra
+                )
+                warm = False
+                if was_marked:
+                    owed[case.case_id] = owed.get(case.case_id, 0) + 1
+                else:
+                    samples[run.cid].setdefault(case.case_id, []).extend(got)
+
+    size = window.per_call(req.repetitions)
+    turn = len(members)
+    index = window.first_blocks(req.repetitions, turn)
+    for b in range(index):
+        block(b, size, cases, False)
+    by_id = {c.case_id: c for c in cases}
+    remeasure_turns = window.MAX_REMEASURED_BLOCKS // turn
+    noisy_turns = window.extra_turns(req.max_extra_blocks, turn) if req.max_cv is not None else 0
+    while True:
+        again = [c for c in by_id if owed.get(c)] if remeasure_turns else []
+        noisy = (
+            window.noisy_cases(samples, list(by_id), req.max_cv)
+            if noisy_turns and req.max_cv is not None
+            else []
+        )
+        todo = [by_id[c] for c in by_id if c in again or c in noisy]
+        if not todo:
+            break
+        for _ in range(turn):  # a whole turn: each member first once
+            block(index, size, todo, True)
+            index += 1
+        for c in again:  # the turn's blocks measured that many marked calls again
+            owed[c] = max(0, owed[c] - turn)
+        if again:
+            remeasure_turns -= 1
+        else:
+            noisy_turns -= 1
+    own = members[0][0].cid
+    return {case: stats.median(s) for case, s in samples[own].items() if s}
+
+
+def profile_metrics(
+    result: dict[str, Any],
+) -> tuple[list[ProfileMetric], list[str], list[str], str]:
+    """Flatten a profile result into metrics (None kept as unknown), kernel names, artifact paths
+    and diagnostics. Units are taken from a `<name>_<unit>` suffix where there is one."""
+    metrics: list[ProfileMetric] = []
+    kernels: list[str] = []
+    artifacts: list[str] = []
+    diagnostics: list[str] = []
+
+    def walk(prefix: str, value: Any, source: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v, source)
+            return
+        leaf = prefix.rsplit(".", 1)[-1]
+        if leaf in ("kernel_names", "kernels") and isinstance(value, list):
+            kernels.extend(str(v) for v in value if isinstance(v, str))
+        elif leaf in ("diagnostics", "diagnostic", "error") and value:
+            diagnostics.append(f"{prefix}: {value}")
+        elif leaf == "artifact" and isinstance(value, str) and os.path.isabs(value):
+            artifacts.append(value)
+        elif leaf in ("artifacts", "artifact_paths") and isinstance(value, list):
+            artifacts.extend(str(v) for v in value if isinstance(v, str) and os.path.isabs(v))
+        elif isinstance(value, str) and os.path.isabs(value) and leaf.endswith(("path", "file")):
+            artifacts.append(value)
+        elif value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+            unit = leaf.rsplit("_", 1)[-1] if "_" in leaf else ""
+            metrics.append(
+                ProfileMetric(
+                    name=prefix,
+                    value=None if value is None else float(value),
+                    unit=unit,
+                    source=source,
+                )
+            )
+
+    for key, value in result.items():
+        source = key if key in PROFILE_SOURCES else "harness"
+        walk(str(key), value, source)
+    return metrics, kernels, artifacts, "\n".join(diagnostics)
+
+
+def case_folder(case_id: str) -> str:
+    """A case's folder name under an artifacts dir: the case id when it is a plain file name,
+    else its safe characters and a short digest of the id (no "/" or ".." ever leaves the dir)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", case_id).strip("._-")[:80] or "case"
+    if safe == case_id:
+        return safe
+    return f"{safe}-{hashlib.sha256(case_id.encode()).hexdigest()[:8]}"
+
+
+def case_dict(case: CaseSpec) -> dict[str, Any]:
+    """The case as cases.json gave it (handed to the harness unchanged)."""
+    return case.model_dump(mode="json")
