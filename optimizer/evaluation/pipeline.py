@@ -274,12 +274,7 @@ class Run:
         own = attribution.kernel_functions(source)
         attributed = 0
         for case in cases:
-            case_dir = (
-                Path(artifacts_dir) / self.cid / case_folder(case.case_id)
-                if artifacts_dir is not None
-                else self.session.workdir / "proton" / case_folder(case.case_id)
-            )
-            case_dir.mkdir(parents=True, exist_ok=True)
+            case_dir = self._case_dir(case, artifacts_dir, "proton")
             failed: list[str] = []  # why each harness call failed under Proton
             for mode in ("benchmark", "verify"):
                 reply = self.call(
@@ -316,16 +311,23 @@ class Run:
                 attributed += 1
         return attributed
 
+    def _case_dir(self, case: CaseSpec, artifacts_dir: Path | None, scratch: str) -> Path:
+        """The folder a profiler writes a case's raw files to, made: under `artifacts_dir` (by
+        candidate and case) when there is one, else under `scratch` in the child's own folder."""
+        root = (
+            Path(artifacts_dir) / self.cid
+            if artifacts_dir is not None
+            else self.session.workdir / scratch
+        )
+        case_dir = root / case_folder(case.case_id)
+        case_dir.mkdir(parents=True, exist_ok=True)
+        return case_dir
+
     def profile_cases(
         self, key: str, cases: list[CaseSpec], profile_args: int, artifacts_dir: Path | None
     ) -> None:
         for case in cases:
-            case_dir = (
-                Path(artifacts_dir) / self.cid / case_folder(case.case_id)
-                if artifacts_dir is not None
-                else self.session.workdir / "profile" / case_folder(case.case_id)
-            )
-            case_dir.mkdir(parents=True, exist_ok=True)
+            case_dir = self._case_dir(case, artifacts_dir, "profile")
             request = {
                 "level": "summary",
                 "tools": ["proton_launch", "native_profiler"],
