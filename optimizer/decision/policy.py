@@ -23,9 +23,12 @@ own samples rescaled between devices in a parallel run.
    incumbent promoted while the candidate was being measured (a parallel round) was not in its
    window: then the candidate's interval over the baseline must lie above the incumbent's
    decided speedup;
-7. when a tripwire fired (non-blocking IntegrityFlagged), the candidate was re-measured in a
-   second window and each window passes 3-6 on its own: no promotion on the first measurement
-   alone;
+7. every window of the candidate's own evaluation passes 3-6 on its own (the decision reports
+   the worse): a second window, remeasure_window(candidate), exists when a tripwire fired
+   (non-blocking IntegrityFlagged: then no promotion on the first measurement alone) or when
+   the first window alone would have promoted it (owes_second_window: the loop asks the
+   evaluator for one, its members built again), since an instance of a kernel can run a few
+   percent apart from another instance of it for a whole window;
 8. the ncu veto (optimizer.decision.kernel.ncu_veto): no scored case's main kernel runs more
    than 1% longer under ncu than the baseline's.
 
@@ -382,8 +385,6 @@ def _decide_in_windows(
     tripped = _tripwires(cand)
     if tripped and len(measurements) < 2:
         return _first_measurement_only(cand, tripped)
-    if not tripped:
-        measurements = measurements[:1]
     problems: list[str] = []
     notes: list[str] = []
     for i, m in enumerate(measurements):
@@ -398,7 +399,9 @@ def _decide_in_windows(
     latency = {c.case_id: c.candidate_median_us for c in measurements[0].vs_baseline.cases}
     machine_notes = [n for w in windows if (n := machine.marked_note(state, w, Phase.ROUND))]
     machine_notes += machine.host_notes(state, cid, latency)
-    return _verdict(state, cand, worst, problems, notes, tripped, machine_notes)
+    return _verdict(
+        state, cand, worst, problems, notes, tripped, machine_notes, again=len(measurements) > 1
+    )
 
 
 def _tripwires(cand: CandidateState) -> list:
@@ -436,9 +439,12 @@ def _verdict(
     notes: list[str],
     tripped: list,
     machine_notes: list[str] | None = None,
+    *,
+    again: bool = False,
 ) -> DecisionMade:
     """`notes` (what qualified the measurement) and `machine_notes` (marked calls, host-bound
-    cases) are both kept whatever the outcome."""
+    cases) are both kept whatever the outcome; `again`: the candidate was measured in a second
+    window too."""
     incumbent = state.incumbent_id
     if problems:
         reason = "; ".join(problems)
@@ -448,6 +454,7 @@ def _verdict(
             f"max CV {max(c.candidate_cv for c in worst.cases):.3f}"
             + (f", beats incumbent {incumbent}" if incumbent not in (None, BASELINE_ID) else "")
             + (f", held on re-measurement after {tripped[0].guard}" if tripped else "")
+            + (", held in a second window" if again and not tripped else "")
         )
     return DecisionMade(
         candidate_id=cand.candidate_id,
@@ -483,6 +490,22 @@ def decide(
     if windows:
         return _decide_in_windows(state, cand, windows, thresholds, weights, protected)
     return _decide_legacy(state, cand, thresholds, weights, protected)
+
+
+def owes_second_window(
+    state: RunState,
+    candidate_id: str,
+    thresholds: Thresholds,
+    weights: Mapping[str, float],
+    protected: Collection[str] | None = None,
+) -> bool:
+    """Whether the candidate's one window would promote it: then it is measured in a second
+    window before it is decided (criterion 7)."""
+    cand = state.candidates[candidate_id]
+    if len(_windows(cand, Phase.ROUND)) != 1:
+        return False
+    d = decide(state, candidate_id, thresholds, weights, protected)
+    return d.outcome == Outcome.PROMOTED
 
 
 # ---- evidence measured before windows (window_id None) -----------------------------------------

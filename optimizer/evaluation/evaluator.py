@@ -64,6 +64,8 @@ class Evaluator:
     `python`: the child's interpreter (default TLXDB_CHILD_PYTHON, else this one).
     `peak_*`: hardware ceilings for the throughput tripwire (None: not judged).
     `seed_source`: where verification seeds come from (default: fresh random 62-bit seeds).
+    `warm_up_s`: how long a window warms up before its first samples (at least one call;
+    window.GPU_WARM_UP_S on a GPU).
     `trusted_source`: the user's own kernel; static findings it shares are not flagged (an
     in-place kernel may keep writing into its input).
     `static_checks` / `snapshot_checks` exist to show what the guards catch (tests of the
@@ -82,6 +84,7 @@ class Evaluator:
         peak_bandwidth_bytes_per_s: float | None = None,
         peak_flops_per_s: float | None = None,
         seed_source: Callable[[], int] | None = None,
+        warm_up_s: float = 0.0,
     ) -> None:
         self.bundle = bundle
         self.python = python or settings().child_python or sys.executable
@@ -91,6 +94,7 @@ class Evaluator:
         self.peak_bandwidth_bytes_per_s = peak_bandwidth_bytes_per_s
         self.peak_flops_per_s = peak_flops_per_s
         self._seed = seed_source or (lambda: secrets.randbits(62))
+        self.warm_up_s = warm_up_s
         self.pin: dict[str, str] = {}  # set on the children of one device (`pinned`)
         self._live: set[Session] = set()  # children running now, shared with pinned copies
         self.keep_ready = False  # start the next candidate's child once a benchmark is done
@@ -213,11 +217,16 @@ class Evaluator:
         emit: Emit,
         before_benchmark: Callable[[], None] | None = None,
         after_benchmark: Callable[[], None] | None = None,
+        second_window: Callable[[], bool] | None = None,
     ) -> EvalSummary:
         """Build, verify (repeatedly, fresh seeds), benchmark, verify again, profile; emit events.
         `before_benchmark` runs once the candidate verified, right before its first sample (the
         loop waits there for work of its own that must not overlap a sample); `after_benchmark`
-        once its last sample is taken (the loop may start work of its own from there on)."""
+        once its last sample is taken (the loop may start work of its own from there on).
+        `second_window` is asked once the first window's events are emitted (and no tripwire
+        measured a second one already); True: every member is built again (new instances, no
+        event) and measured in a second window, remeasure_window(candidate): the loop asks for it
+        when the first window alone would promote (optimizer.decision.policy, rule 7)."""
         cid = req.candidate_id
         if self.static_checks:
             findings = static_guard.check_source(req.source, self.trusted_source)
@@ -254,7 +263,10 @@ class Evaluator:
             p.benchmarked = True
             p.stage = "verify"
             run.verify_cases("A", cases, 1, first_attempt=req.verify_repeats + 1)
-            self._tripwires(members, cases, req, medians, p)
+            tripped = self._tripwires(members, cases, req, medians, p)
+            if not tripped and second_window is not None and second_window():
+                p.stage = "benchmark"
+                measure_window(self._rebuilt(members, req), cases, req)
             if self.keep_ready:  # the last sample is taken: the next child may start loading
                 self.prestart()
             if after_benchmark is not None:
@@ -286,9 +298,9 @@ class Evaluator:
         req: EvalRequest,
         medians: dict[str, float],
         p: Progress,
-    ) -> None:
+    ) -> bool:
         """An implausible measurement (optimizer.evaluation.guards.tripwire) is flagged, verified
-        EXTRA_VERIFICATIONS more times and measured again in a second window."""
+        EXTRA_VERIFICATIONS more times and measured again in a second window. Whether it was."""
         run = members[0][0]
         fired = tripwire.check(
             medians,
@@ -298,7 +310,7 @@ class Evaluator:
             self.peak_flops_per_s,
         )
         if not fired:
-            return
+            return False
         for t in fired:
             run.emit(
                 IntegrityFlagged(
@@ -309,6 +321,23 @@ class Evaluator:
         p.stage = "benchmark"
         again = [(r.in_window(remeasure_window(run.cid)), key) for r, key in members]
         measure_window(again, cases, req)
+        return True
+
+    def _rebuilt(self, members: list[tuple[Run, str]], req: EvalRequest) -> list[tuple[Run, str]]:
+        """The members built again in their child under new keys (the harness loads each source
+        anew: another module, another launch path, other allocations), recorded in the window
+        remeasure_window(candidate). Measured on the H200 (benchmarks/results/h200_noise_2026-
+        12-04/): in A/A windows of a launch-bound 14 us case, one instance of a kernel ran 3-4%
+        faster than another instance of it in every block of a window, and not in the next
+        window; one window's blocks cannot show that, a second window of new instances does."""
+        run = members[0][0]
+        sources = {r.candidate_id: r.source for r in req.references} | {run.cid: req.source}
+        window = remeasure_window(run.cid)
+        out = []
+        for member, key in members:
+            self._build_beside(member, f"{key}.2", sources[member.cid], req, "again")
+            out.append((member.in_window(window), f"{key}.2"))
+        return out
 
     def _references(self, session: Session, req: EvalRequest, emit: Emit) -> list[tuple[Run, str]]:
         """The request's references built in the child (keys R1, R2, ...), in its window. A
@@ -316,27 +345,32 @@ class Evaluator:
         as a harness error."""
         out = []
         for i, ref in enumerate(req.references, start=1):
-            key = f"R{i}"
             run = Run(self, session, ref.candidate_id, req.phase, emit, req.candidate_id)
-            reply = run.call(
-                {"op": "build", "key": key, "source": ref.source, "target": self.bundle.target}
-            )
-            if not reply.get("ok") or not reply.get("success"):
-                detail = last_line(str(reply.get("diagnostics") or reply.get("error") or ""))
-                emit(
-                    InfrastructureFailed(
-                        candidate_id=req.candidate_id,
-                        stage="build",
-                        kind=FailureKind.HARNESS_ERROR,
-                        retryable=False,
-                        diagnostics=tail(
-                            f"the reference {ref.candidate_id} did not build beside it: {detail}"
-                        ),
-                    )
-                )
-                raise Stop(f"the reference {ref.candidate_id} did not build beside it")
-            out.append((run, key))
+            self._build_beside(run, f"R{i}", ref.source, req, "beside it")
+            out.append((run, f"R{i}"))
         return out
+
+    def _build_beside(self, run: Run, key: str, source: str, req: EvalRequest, how: str) -> None:
+        """Build `source` under `key` in the evaluated candidate's child, recording no build of
+        its own (it built when it was evaluated); a failure ends the evaluation as a harness
+        error, "the reference R did not build <how>"."""
+        reply = run.call(
+            {"op": "build", "key": key, "source": source, "target": self.bundle.target}
+        )
+        if reply.get("ok") and reply.get("success"):
+            return
+        detail = last_line(str(reply.get("diagnostics") or reply.get("error") or ""))
+        what = "it" if run.cid == req.candidate_id else f"the reference {run.cid}"
+        run.emit(
+            InfrastructureFailed(
+                candidate_id=req.candidate_id,
+                stage="build",
+                kind=FailureKind.HARNESS_ERROR,
+                retryable=False,
+                diagnostics=tail(f"{what} did not build {how}: {detail}"),
+            )
+        )
+        raise Stop(f"{what} did not build {how}")
 
     # ---- final revalidation ----------------------------------------------------------------
     def revalidate(

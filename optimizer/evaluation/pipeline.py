@@ -23,6 +23,7 @@ import copy
 import hashlib
 import os
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -196,12 +197,11 @@ class Run:
     ) -> tuple[list[float], bool]:
         """One harness call benchmarking one case; its samples, and whether the call is marked
         (it ran while the GPU throttled or was shared: optimizer.decision.machine; the child
-        samples NVML while the call runs, where it can). `warm_up`: first one call
-        `benchmark(artifact, case, 1)` after the GPU idled through build and verification, its
-        samples kept as `warmup_samples_us` and out of every statistic. Measured on the H200: a
-        4096^3 fp16 GEMM's first do_bench after that idle ran 8-15% faster than every later one
-        (boost clock before the power limit), one outlier in 5 samples that widened every
-        confidence interval."""
+        samples NVML while the call runs, where it can). `warm_up`: first calls of
+        `benchmark(artifact, case, 1)` for the evaluator's warm_up_s (one on the CPU,
+        window.GPU_WARM_UP_S on a GPU) after the GPU idled through build and verification, their
+        samples kept as `warmup_samples_us` and out of every statistic: on the H200 a GEMM's
+        clock swings for about two seconds after that idle (window.GPU_WARM_UP_S)."""
         warm: list[float] = self._warm_up(key, case) if warm_up else []
         reply = self.call(
             {
@@ -258,12 +258,20 @@ class Run:
         return samples, bool(machine.marks(state))
 
     def _warm_up(self, key: str, case: CaseSpec) -> list[float]:
-        """One `benchmark(artifact, case, 1)`; its samples, or [] where it fails (the
-        benchmark proper then says why, if it fails too)."""
-        reply = self.call(
-            {"op": "benchmark", "key": key, "case": case_dict(case), "repetitions": 1}
-        )
-        return [float(x) for x in reply["samples_us"]] if reply.get("ok") else []
+        """Calls of `benchmark(artifact, case, 1)` until the evaluator's warm_up_s have passed
+        (at least one, at most window.MAX_WARM_UP_CALLS); their samples, or those before the
+        first that fails (the benchmark proper then says why, if it fails too)."""
+        msg = {"op": "benchmark", "key": key, "case": case_dict(case), "repetitions": 1}
+        samples: list[float] = []
+        start = time.monotonic()
+        for _ in range(window.MAX_WARM_UP_CALLS):
+            reply = self.call(msg)
+            if not reply.get("ok"):
+                break
+            samples.extend(float(x) for x in reply["samples_us"])
+            if time.monotonic() - start >= self.ev.warm_up_s:
+                break
+        return samples
 
     def attribute_cases(
         self, key: str, cases: list[CaseSpec], source: str, artifacts_dir: Path | None

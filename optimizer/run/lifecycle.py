@@ -44,6 +44,7 @@ from optimizer.bundle.loading import (
     resolve_thresholds,
 )
 from optimizer.decision.identity import measurement_key, normalized_source, source_hashes
+from optimizer.evaluation import window
 from optimizer.evaluation.evaluator import Evaluator
 from optimizer.evaluation.ncu_child import NcuProfiler
 from optimizer.evaluation.requests import HarnessBundle
@@ -243,6 +244,7 @@ def prepare(
         peak_bandwidth_bytes_per_s=hard.bandwidth_bytes_per_s,
         peak_flops_per_s=hard.flops_per_s,
         trusted_source=source,
+        warm_up_s=0.0 if device.backend == "cpu" else window.GPU_WARM_UP_S,
     )
     return Prepared(source, frozen, thresholds, device, evaluator, reach)
 

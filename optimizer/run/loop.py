@@ -732,6 +732,9 @@ class RunLoop:
             lambda ev: self.append(ev),
             before_benchmark=None if ncu is None else ncu.settle,
             after_benchmark=None if ncu is None else ncu.prestart,
+            second_window=lambda: policy.owes_second_window(
+                self.state, cid, self.s.thresholds, *self._weights()
+            ),
         )
         self._decide(nxt)
 

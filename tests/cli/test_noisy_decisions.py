@@ -228,3 +228,54 @@ def test_a_provider_that_only_proposes_measured_sources_is_stopped_with_its_own_
         if e.type == "BenchmarkSampled"
     }
     assert sampled == {"baseline"}
+
+
+LUCKY_MARK = "_THE_SAME_KERNEL = 1"  # a no-op constant: a new source, the same kernel
+
+
+@pytest.mark.slow
+def test_an_instance_that_runs_fast_for_one_window_is_not_promoted(tmp_path, scripted):
+    """The H200's A/A (benchmarks/results/h200_noise_2026-12-04/): an instance of an unchanged
+    kernel ran 4% faster than the baseline's in every block of its window, and not in the next.
+    Here the first instance a harness child builds of the candidate runs 10% fast: its window
+    alone would promote it (and so would a revalidation, in a child of its own); the second
+    window, of instances built again in the same child, reads 1.0x and the candidate is rejected
+    for it, with no winner."""
+    lucky = f"""
+
+_build = build
+_built = {{}}
+
+
+def build(kernel_source, target):
+    artifact = _build(kernel_source, target)
+    _built[kernel_source] = _built.get(kernel_source, 0) + 1
+    artifact.LUCKY = {LUCKY_MARK!r} in kernel_source and _built[kernel_source] == 1
+    return artifact
+
+
+_benchmark = benchmark
+
+
+def benchmark(artifact, case, repetitions):
+    result = _benchmark(artifact, case, repetitions)
+    if artifact.LUCKY:
+        result["samples_us"] = [0.9 * s for s in result["samples_us"]]
+    return result
+"""
+    bundle = sleep_bundle(tmp_path / "bundle", sleep_s=0, cases=VECADD_CASES, harness_append=lucky)
+    scripted.append(Step(knobs={"same": True}, edit=lambda s: s + f"\n{LUCKY_MARK}\n"))
+    r = _optimize(tmp_path, bundle, "--max-rounds", "1", "--benchmark-repetitions", "4")
+    assert r.exit_code == 2, r.stderr
+    decided = _decision(tmp_path, "c001")
+    assert decided.outcome == "rejected" and decided.reason.startswith("measurement 2:"), decided
+    assert decided.speedup == pytest.approx(1.0, abs=0.01)
+    sampled = [e.event for e in read_envelopes(tmp_path / "out")]
+    windows = {
+        (e.window_id, e.candidate_id)
+        for e in sampled
+        if e.type == "BenchmarkSampled" and e.phase == "round"
+    }
+    assert windows == {(w, c) for w in ("c001", "c001.remeasure") for c in ("c001", "baseline")}
+    builds = [e for e in sampled if e.type == "BuildFinished" and e.candidate_id == "c001"]
+    assert len(builds) == 1  # built again for the second window without a build event of its own

@@ -29,6 +29,7 @@ from tlxstore.events import (
     Outcome,
     Phase,
     Thresholds,
+    remeasure_window,
 )
 from tlxstore.fold import RunState, fold
 
@@ -594,3 +595,28 @@ def test_a_candidate_is_re_decided_from_its_own_window_not_those_it_was_a_refere
     events += _windowed("c002", {"c002": FAST, "baseline": BASE, "c001": slow})
     again = policy.decide(build_state(events), "c001", T, W)
     assert again.outcome == first.outcome and again.speedup == first.speedup
+
+
+def test_a_win_in_one_window_is_owed_a_second_and_held_only_when_that_one_holds_too():
+    """The H200's A/A: an instance of the kernel 4% faster in every block of one window and not
+    in the next. A first window that would promote is owed a second; the decision then needs
+    both, and reports the worse."""
+    fast = {k: [x / 1.04 for x in v] for k, v in BASE.items()}
+    first = _stale_baseline() + _windowed("c001", {"c001": fast, "baseline": BASE})
+    state = build_state(first)
+    assert policy.owes_second_window(state, "c001", T, W)
+    fell = first + in_window(remeasure_window("c001"), {"c001": BASE, "baseline": BASE})
+    state = build_state(fell)
+    assert not policy.owes_second_window(state, "c001", T, W)
+    d = policy.decide(state, "c001", T, W)
+    assert d.outcome == Outcome.REJECTED and d.reason.startswith("measurement 2:"), d.reason
+    assert d.speedup == pytest.approx(1.0)
+    held = first + in_window(remeasure_window("c001"), {"c001": fast, "baseline": BASE})
+    d = policy.decide(build_state(held), "c001", T, W)
+    assert d.outcome == Outcome.PROMOTED and "held in a second window" in d.reason, d.reason
+
+
+def test_a_window_that_would_not_promote_is_owed_nothing():
+    same = {k: [x * 1.0005 for x in v] for k, v in BASE.items()}
+    state = build_state(_stale_baseline() + _windowed("c001", {"c001": same, "baseline": BASE}))
+    assert not policy.owes_second_window(state, "c001", T, W)

@@ -735,3 +735,25 @@ def test_a_noisy_case_gets_extra_blocks_up_to_the_limit_and_a_quiet_one_none(tmp
     assert sorted(set(extra)) == [(2, "small"), (3, "small")]
     assert len(extra) == 4  # both members, each extra block
     assert max(s.block for s in sampled if s.case_id == "large") == 1
+
+
+def test_a_window_warms_up_for_the_evaluator_s_seconds_before_its_first_samples(tmp_path):
+    """On a GPU the window warms up for window.GPU_WARM_UP_S (the H200's clock swing after an
+    idle); here the harness call takes 50 ms, so 0.4 s take about 8 warm-up calls, all kept as
+    the first call's warm-up samples and none among the samples; 0 s take one call."""
+    harness = HARNESS + textwrap.dedent(
+        """
+        _plain = benchmark
+        def benchmark(mod, case, repetitions):
+            time.sleep(0.05)
+            return _plain(mod, case, repetitions)
+        """
+    )
+    bundle = make_bundle(tmp_path, harness, cases=CASES[:1])
+    refs = [Reference(candidate_id=BASELINE_ID, source=ADD_KERNEL)]
+    req = request(repetitions=2, references=refs, profile=False)
+    _, events = run(Evaluator(bundle, warm_up_s=0.4), req)
+    warm = [len(s.warmup_samples_us) for s in of(events, BenchmarkSampled)]
+    assert 6 <= warm[0] <= 9 and warm[1:] == [0] * (len(warm) - 1), warm
+    _, events = run(Evaluator(bundle), req)
+    assert [len(s.warmup_samples_us) for s in of(events, BenchmarkSampled)][0] == 1
