@@ -43,6 +43,7 @@ import argparse
 import json
 import re
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -54,7 +55,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 
 from hopper_sweep import environment, references, target_problem  # noqa: E402
-from hopper_tune import alternated_times, run_optimize, summarize  # noqa: E402
+from hopper_tune import alternated_times, run_optimize, summarize, tlxdb_command  # noqa: E402
 from style_tune import GEMM_START, kernel_source  # noqa: E402
 
 from optimizer.providers.knobs import apply_knobs  # noqa: E402
@@ -187,6 +188,47 @@ def phase_first(args: argparse.Namespace) -> int:
     return 0 if first["run_id"] and warm["run_id"] else 1
 
 
+def phase_again(args: argparse.Namespace) -> int:
+    """The warm and cold runs of one call, run 1 taken from an earlier first phase: its export
+    (--first-export, imported into a fresh history store) and its summary (--first-summary).
+    For a first phase whose warm run has to be measured again."""
+    if args.first_export is None or args.first_summary is None:
+        print(
+            "transfer_tune: --phase again needs --first-export and --first-summary", file=sys.stderr
+        )
+        return 1
+    store = args.out / "history.duckdb"
+    done = subprocess.run(
+        [*tlxdb_command(), "import", "--store", str(store), str(args.first_export)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        print(f"transfer_tune: importing run 1 failed: {done.stderr.strip()}", file=sys.stderr)
+        return 1
+    first = {r["label"]: r for r in json.loads(args.first_summary.read_text())["runs"]}["first"]
+    total = args.max_total_seconds
+    started = time.monotonic()
+    share = (
+        None if total is None else total * args.warm_rounds / (args.warm_rounds + args.cold_rounds)
+    )
+    warm, _, start, _ = tune("warm", args.out, store, args.target, args.warm_rounds, share)
+    (args.out / "warm_best.py").write_text(best_source(warm, args.out, start))
+    report = {
+        "environment": environment(),
+        "target": args.target,
+        "store": str(store),
+        "runs": [first, warm],
+        "warm_seeds_from_first": [s for s in warm["seeds"] if s["from_run_id"] == first["run_id"]],
+    }
+    (args.out / "transfer_first.json").write_text(json.dumps(report, indent=1))
+    args.warm_best, args.first_summary = args.out / "warm_best.py", args.out / "transfer_first.json"
+    if total is not None:
+        args.max_total_seconds = max(total - (time.monotonic() - started), 1.0)
+    return phase_cold(args)
+
+
 def phase_cold(args: argparse.Namespace) -> int:
     if args.warm_best is None or not args.warm_best.is_file():
         print(
@@ -316,7 +358,8 @@ def markdown(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--phase", required=True, choices=["first", "cold"])
+    ap.add_argument("--phase", required=True, choices=["first", "cold", "again"])
+    ap.add_argument("--first-export", type=Path, help="again: run 1's export (tlxdb export)")
     ap.add_argument("--out", required=True, type=Path, help="folder for results and stores")
     ap.add_argument("--target", default="hopper", choices=["hopper", "host"])
     ap.add_argument("--warm-best", type=Path, help="cold phase: the first phase's warm_best.py")
@@ -339,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
-    return phase_first(args) if args.phase == "first" else phase_cold(args)
+    return {"first": phase_first, "cold": phase_cold, "again": phase_again}[args.phase](args)
 
 
 if __name__ == "__main__":

@@ -348,10 +348,15 @@ def _process_name(pid: int) -> str | None:
 
 
 def process_family(root: int) -> set[int]:
-    """`root` and every process descended from it (children, grandchildren: a tlxdb run's own
-    harness children, ncu and the children under it), read from /proc; {root} where /proc
+    """`root`, every process descended from it (children, grandchildren: a tlxdb run's own
+    harness children, ncu and the children under it) and every process it descends from but
+    init (pid 1): the script or notebook that started the run and waits for it. On the H200
+    (benchmarks/results/h200_transfer_2026-12-04/) a benchmark script that had timed torch.matmul
+    held a CUDA context while its next tlxdb run ran: as a neighbour it marked every call of that
+    run and failed all 12 of its candidates unmeasured. Read from /proc; {root} where /proc
     cannot be read."""
     parents: dict[int, list[int]] = {}
+    parent_of: dict[int, int] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
@@ -360,13 +365,19 @@ def process_family(root: int) -> set[int]:
         # "pid (comm) state ppid ...": comm may hold spaces and parentheses; split after the last ")"
         fields = text[text.rfind(")") + 2 :].split()
         if len(fields) > 1:
-            parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+            pid, ppid = int(stat.parent.name), int(fields[1])
+            parents.setdefault(ppid, []).append(pid)
+            parent_of[pid] = ppid
     family, todo = {root}, [root]
     while todo:
         for child in parents.get(todo.pop(), []):
             if child not in family:
                 family.add(child)
                 todo.append(child)
+    up = parent_of.get(root)
+    while up is not None and up > 1 and up not in family:
+        family.add(up)
+        up = parent_of.get(up)
     return family
 
 

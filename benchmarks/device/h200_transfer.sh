@@ -11,6 +11,9 @@
 #   cold:  the cold run (set B, 36, a fresh store), then the alternated timing of torch.matmul,
 #          start, cold and warm winners; WARM_BEST is the first phase's warm_best.py, put in the
 #          repository tree (transfer_first.json beside it)
+#   again: the warm run and the cold phase in one call, run 1 imported from its export (the
+#          third argument: the export's folder in the repository tree, transfer_first.json beside
+#          it): for a first phase whose warm run has to be measured again
 # The phase gets SECONDS less a margin as its tlxdb time budget (--max-total-seconds, less
 # TRANSFER_MARGIN_S=60 for the winners' revalidation, the alternated timing and the exports).
 #
@@ -50,6 +53,10 @@ case "$phase" in
     [ -f "$warm_best" ] || { echo "h200_transfer: cold needs WARM_BEST, the first phase's warm_best.py" >&2; exit 1; }
     args+=(--warm-best "$warm_best")
     ;;
+  again)  # WARM_BEST names run 1's export folder here; its transfer_first.json sits beside it
+    [ -f "$warm_best/manifest.json" ] || { echo "h200_transfer: again needs run 1's export folder" >&2; exit 1; }
+    args+=(--first-export "$warm_best" --first-summary "$(dirname "$warm_best")/transfer_first.json")
+    ;;
   *) echo "h200_transfer: PHASE is first or cold, not $phase" >&2; exit 1 ;;
 esac
 budget=$((limit - margin))
@@ -64,7 +71,11 @@ step "$phase" "$limit" "$py" benchmarks/transfer_tune.py "${args[@]}" --max-tota
 
 # each run's export, from its store (run 1 and the warm run share history.duckdb)
 tlxdb=("$py" -c 'import sys; from cli.main import main; sys.exit(main())')
-if [ "$phase" = first ]; then runs="first:history warm:history"; else runs="cold:cold"; fi
+case "$phase" in
+  first) runs="first:history warm:history" ;;
+  again) runs="warm:history cold:cold" ;;
+  *) runs="cold:cold" ;;
+esac
 mkdir -p "$work/exports"
 for pair in $runs; do
   label=${pair%%:*} store="$work/$phase/${pair##*:}.duckdb"

@@ -292,7 +292,7 @@ def test_the_runs_own_processes_are_no_neighbours_and_a_stranger_is():
     candidate is timed) is not a neighbour; a process outside it is (the H200 run of
     benchmarks/results/h200_bundle_new_2026-12-04 marked 48 of 48 calls for its own ncu child)."""
     sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    stranger = 1  # init: an ancestor, never in the family of this process
+    stranger = 1  # init: the one ancestor never in the family
     try:
         reading = {"sm_clock_mhz": 1980, "processes": [[sibling.pid, 1 << 30], [stranger, 1 << 30]]}
         sampler = nvml.DeviceSampler(
@@ -304,6 +304,20 @@ def test_the_runs_own_processes_are_no_neighbours_and_a_stranger_is():
         sibling.kill()
         sibling.wait()
     assert [n["pid"] for n in call["neighbours"]] == [stranger]
+
+
+def test_the_script_that_started_the_run_and_waits_for_it_is_of_its_family():
+    """A benchmark script (or a notebook) that holds a CUDA context while its tlxdb run runs is
+    no neighbour: on the H200 one marked every call of the run it started and failed all its
+    candidates unmeasured. Here this test process stands for the script and its child for the
+    tlxdb run."""
+    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        family = nvml.process_family(run.pid)
+    finally:
+        run.kill()
+        run.wait()
+    assert {run.pid, os.getpid(), os.getppid()} <= family and 1 not in family
 
 
 def test_a_neighbour_that_stays_costs_one_family_scan_not_one_per_call(monkeypatch):
