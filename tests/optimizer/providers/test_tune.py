@@ -21,7 +21,7 @@ from optimizer.providers import ProviderOptions, registry
 from optimizer.providers.base import MeasuredCandidate, Proposal, ProviderContext, SearchExhausted
 from optimizer.providers.knobs import apply_knobs, find_knobs, knob_values
 from optimizer.providers.tune import TuneProvider
-from queries.models import NearestConfig
+from queries.models import Exclusion, NearestConfig
 from tlxstore.events import DeviceInfo, KernelLaunch
 
 REPO = Path(__file__).resolve().parents[3]
@@ -53,6 +53,7 @@ def context(
     launches: list[KernelLaunch] | None = None,
     nearest: list[NearestConfig] | None = None,
     history_seeds: int = 0,
+    exclusions: list[Exclusion] | None = None,
 ) -> ProviderContext:
     return ProviderContext(
         run_id=run_id,
@@ -77,6 +78,7 @@ def context(
         nearest=nearest or [],
         history_seeds=history_seeds,
         launches=launches or [],
+        exclusions=exclusions or [],
     )
 
 
