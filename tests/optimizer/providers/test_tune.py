@@ -12,6 +12,7 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import nearest_config
 
 from optimizer.bundle.spec import CaseSpec, TargetSpec
@@ -19,8 +20,8 @@ from optimizer.decision.identity import source_hashes
 from optimizer.evaluation.launches import observed_values
 from optimizer.providers import ProviderOptions, registry
 from optimizer.providers.base import MeasuredCandidate, Proposal, ProviderContext, SearchExhausted
-from optimizer.providers.knobs import apply_knobs, find_knobs, knob_values
-from optimizer.providers.tune import TuneProvider
+from optimizer.providers.knobs import KnobError, apply_knobs, find_knobs, knob_values
+from optimizer.providers.tune import TuneProvider, declared_space
 from queries.models import Exclusion, NearestConfig
 from tlxstore.events import DeviceInfo, KernelLaunch
 
@@ -312,6 +313,15 @@ def test_a_declared_tuning_space_is_the_whole_search():
     proposals, _, done = drive(SOFTMAX, interpreter_softmax, tuning_space=space)
     assert {p.knobs["BLOCK"] for p in proposals} <= {128, 256}
     assert isinstance(done, SearchExhausted)
+
+
+def test_a_declared_space_is_validated_and_sorted():
+    assert declared_space({"BLOCK": [256, 64, 64]}) == {"BLOCK": [64, 256]}
+    assert declared_space(None) == {}
+    with pytest.raises(KnobError, match="tuning_space.BLOCK"):
+        declared_space({"BLOCK": []})
+    with pytest.raises(KnobError, match="positive integer"):
+        declared_space({"num_warps": [4, "8"]})
 
 
 def test_a_kernel_without_knobs_exhausts_at_once():
