@@ -246,7 +246,6 @@ class TuneProvider:
     def __init__(self) -> None:
         self._proposed: dict[str, set[str]] = {}  # run_id -> source hashes proposed in this process
         self._told: set[str] = set()  # runs whose unreadable knobs are recorded
-        self._seeded: dict[str, int] = {}  # run_id -> seeds from the nearest history proposed
 
     # ---- the protocol ---------------------------------------------------------------------
     def propose(self, ctx: ProviderContext, record: Recorder) -> Proposal | SearchExhausted:
@@ -387,16 +386,19 @@ class TuneProvider:
         devices of the family, an edited source) whose knobs all render onto this kernel, that
         breaks no constraint here and that this identity has not measured. It is re-measured
         against this run's baseline; the search then goes on from the incumbent, whatever the
-        seed measured."""
+        seed measured. The seeds already proposed are counted from the run's candidates, not
+        in this process, so a resumed run does not seed again (_seeds_proposed)."""
         ctx = s.ctx
-        seeded = self._seeded.get(ctx.run_id, 0)
+        if ctx.history_seeds <= 0:
+            return None
+        seeded = _seeds_proposed(s)
         if seeded >= ctx.history_seeds:
             return None
         proposed = self._proposed.setdefault(ctx.run_id, set())
         for near in ctx.nearest:
-            if not all(isinstance(near.knobs.get(n), int) for n in s.names):
+            config = _configuration(near.knobs, s.names)
+            if config is None:
                 continue  # a configuration of other knobs (an edit renamed or removed one)
-            config = {n: int(near.knobs[n]) for n in s.names}
             if config == s.parent or _key(config) in s.taken:
                 continue
             if s.violation(config) is not None:
@@ -409,7 +411,6 @@ class TuneProvider:
             if raw in s.taken or raw in proposed:
                 continue
             proposed.add(raw)
-            self._seeded[ctx.run_id] = seeded + 1
             key = _key(config)
             figure = _pooled_text(
                 Estimate(near.speedup, near.ci_low, near.ci_high, near.measurements, 0)
@@ -598,6 +599,34 @@ def _config_of(
     except KnobError:
         return None
     return config if raw_source_hash(rendered) == m.source_hash else None
+
+
+def _configuration(knobs: Mapping[str, Any], names: list[str]) -> Config | None:
+    """`knobs` as a configuration of the searched knobs, or None when one of them is missing or
+    not an integer."""
+    if not all(isinstance(knobs.get(n), int) for n in names):
+        return None
+    return {n: int(knobs[n]) for n in names}
+
+
+def _seeds_proposed(s: _Search) -> int:
+    """How many seeds this run has proposed: the nearest-history configurations among its
+    candidates (ctx.measured of this run, the pending ones of its round included). Seeds come
+    before any move of the search, so a nearest-history configuration the run holds was one (or
+    the best known start, which then stood for it); read from the run, not kept in the
+    provider's process, the count holds across a resume."""
+    ctx = s.ctx
+    mine = {
+        _key(config)
+        for m in ctx.measured
+        if m.run_id == ctx.run_id and (config := _configuration(m.knobs, s.names)) is not None
+    }
+    history = {
+        _key(config)
+        for near in ctx.nearest
+        if (config := _configuration(near.knobs, s.names)) is not None
+    }
+    return len(mine & history)
 
 
 # ---- the moves ----------------------------------------------------------------------------------

@@ -579,7 +579,7 @@ def test_a_bad_seed_costs_only_itself_and_the_search_goes_on_from_the_incumbent(
 
 
 def test_a_seed_is_skipped_when_its_knobs_do_not_render_or_it_was_measured_here():
-    measured = [measured_block("r1", "c001", 2048, "rejected", 1.5, None)]
+    measured = [measured_block("r0", "c001", 2048, "rejected", 1.5, None)]  # another run
     nearest = [
         near(1, {"TILE": 64}),  # a knob this kernel does not have (an edit renamed it)
         near(2, {"BLOCK": 2048}),  # measured under this identity already
@@ -589,3 +589,19 @@ def test_a_seed_is_skipped_when_its_knobs_do_not_render_or_it_was_measured_here(
     result = TuneProvider().propose(ctx, lambda e: None)
     assert isinstance(result, Proposal) and result.knobs == {"BLOCK": 1024}
     assert "nearest history #3 (seed 1 of 1)" in result.evidence
+
+
+def test_a_new_provider_counts_the_seeds_the_run_already_holds_as_after_a_resume():
+    """The seeds a run proposed are read from its candidates, not from the provider's process:
+    a run resumed after its one seed (a new TuneProvider) goes on with the search, not with the
+    next configuration of the nearest history."""
+    nearest = [near(1, {"BLOCK": 2048}), near(2, {"BLOCK": 1024})]
+    seeded = [measured_block("r1", "c001", 2048, "promoted", 9.0, (8.5, 9.5))]
+    parent = apply_knobs(SOFTMAX, {"BLOCK": 2048})
+    ctx = context(SOFTMAX, seeded, parent=parent, run_id="r1", nearest=nearest, history_seeds=1)
+    result = TuneProvider().propose(ctx, lambda e: None)
+    assert isinstance(result, Proposal) and not result.evidence.startswith("nearest history")
+    two = ctx.model_copy(update={"history_seeds": 2})  # a budget of two: the second is next
+    second = TuneProvider().propose(two, lambda e: None)
+    assert isinstance(second, Proposal) and second.knobs == {"BLOCK": 1024}
+    assert "nearest history #2 (seed 2 of 2)" in second.evidence
