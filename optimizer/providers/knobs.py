@@ -830,19 +830,6 @@ def pin_autotune(source: str, kernel: str, index: int) -> str:
     return _edit(source, [(choice.site, _config_text(choice.configs[index]))])
 
 
-def declared_space(tuning_space: Mapping[str, Any] | None) -> dict[str, list[int]]:
-    """The space a target declares (target.json "tuning_space"): knob -> allowed integer values,
-    sorted and deduplicated. A malformed declaration raises KnobError naming the knob."""
-    out: dict[str, list[int]] = {}
-    for name, values in (tuning_space or {}).items():
-        if not isinstance(values, list) or not values:
-            raise KnobError(f"tuning_space.{name}: must be a non-empty list of integers")
-        if any(type(v) is not int or v <= 0 for v in values):
-            raise KnobError(f"tuning_space.{name}: every value must be a positive integer")
-        out[name] = sorted(set(values))
-    return out
-
-
 def config_signature(values: Mapping[str, Any]) -> str:
     """The canonical text of a configuration: "BLOCK=64,num_warps=4" (names sorted)."""
     return ",".join(f"{k}={values[k]}" for k in sorted(values))

@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from optimizer.bundle.spec import CaseSpec, TargetSpec
 from optimizer.decision.identity import raw_source_hash
@@ -58,7 +60,6 @@ from optimizer.providers.knobs import (
     apply_knobs,
     computed_values,
     config_signature,
-    declared_space,
     find_knobs,
     parse_signature,
     pin_autotune,
@@ -118,8 +119,126 @@ class _Move:
     evidence: str
 
 
+@dataclass(frozen=True)
+class _Rewriter:
+    """The knob model (optimizer.providers.knobs) as one proposal uses it: a source read for its
+    knobs, a configuration rendered onto a source, an autotune config pinned; reads and renders
+    see the values the original kernel's launches computed (`observed`)."""
+
+    observed: Observed
+
+    @classmethod
+    def of(cls, ctx: ProviderContext) -> _Rewriter:
+        return cls(computed_values(ctx.original_source, observed_values(ctx.launches)))
+
+    def read(self, source: str) -> KnobSpace:
+        return find_knobs(source, self.observed)
+
+    def render(self, source: str, config: Config) -> str:
+        return apply_knobs(source, config, self.observed)
+
+    def pin(self, source: str, kernel: str, index: int) -> str:
+        return pin_autotune(source, kernel, index)
+
+
+@dataclass(frozen=True)
+class _Search:
+    """What one proposal searches and what is known of it, built once per propose (`survey`).
+
+    `base` is the source whose knobs move (the parent, or a pinned config of its autotune list),
+    `space` its knobs, `domains` the values each searched knob (`names`) may take. `points` are
+    the measured configurations of this kernel by key, `taken` every key and source hash never to
+    propose (measured, excluded, the baseline). `parent` is the parent's configuration; `center`
+    the configuration the moves start from, `center_point` its measurement (None, or a failed
+    point, when nothing measured a speedup). A search of one kernel's knobs (`focus`) has that
+    kernel's names and only the points whose other knobs sit at the center."""
+
+    ctx: ProviderContext
+    rewriter: _Rewriter
+    base: str
+    space: KnobSpace
+    knobs: dict[str, Knob]  # space's knobs by name
+    domains: dict[str, list[int]]
+    names: list[str]
+    points: dict[str, _Point]
+    taken: frozenset[str]
+    parent: Config
+    center: Config
+    center_point: _Point | None
+
+    @classmethod
+    def survey(
+        cls,
+        ctx: ProviderContext,
+        rewriter: _Rewriter,
+        base: str,
+        space: KnobSpace,
+        domains: dict[str, list[int]],
+    ) -> _Search:
+        """The search from `base`, whose knobs `space` holds and `domains` bound: the evidence
+        (every measured configuration of this kernel), the parent's configuration, the center."""
+        knobs = space.by_name()
+        names = sorted(domains)
+        parent = {n: knobs[n].value for n in names}
+        points, taken = _evidence(ctx, rewriter, base, space, names)
+        # The center is the incumbent (the parent) when it is a measured configuration of this
+        # kernel: a rejected neighbour that measured a hair faster does not move the search.
+        center_point = points.get(_key(parent))
+        if center_point is None or center_point.score is None:
+            center_point = max(points.values(), key=lambda p: _order(p.score), default=None)
+        center = (
+            center_point.config
+            if center_point is not None and center_point.score is not None
+            else parent
+        )
+        if any(center[n] not in domains[n] for n in names):
+            center = {n: _nearest(domains[n], center[n]) for n in names}
+        return cls(
+            ctx=ctx,
+            rewriter=rewriter,
+            base=base,
+            space=space,
+            knobs=knobs,
+            domains=domains,
+            names=names,
+            points=points,
+            taken=frozenset(taken),
+            parent=parent,
+            center=center,
+            center_point=center_point,
+        )
+
+    def render(self, config: Config) -> str:
+        return self.rewriter.render(self.base, config)
+
+    def violation(self, config: Config) -> str | None:
+        return _violation(self.ctx, self.space, config)
+
+    def kernels(self) -> list[str]:
+        """The kernels whose knobs are searched, the one that dominates the observed time
+        first."""
+        order = dominant_first(self.ctx.warm_launches or self.ctx.launches)
+        return sorted({self.knobs[n].kernel for n in self.names}, key=lambda k: _rank(order, k))
+
+    def focus(self, kernel: str) -> _Search:
+        """The search of `kernel`'s knobs, the other kernels' knobs held at the center."""
+        group = [n for n in self.names if self.knobs[n].kernel == kernel]
+        others = [n for n in self.names if n not in group]
+        here = {
+            k: p
+            for k, p in self.points.items()
+            if all(p.config[o] == self.center[o] for o in others)
+        }
+        return replace(self, names=group, points=here)
+
+
 class TuneProvider:
-    """Searches launch/compile knobs by rewriting the parent source; see the module docstring."""
+    """Searches launch/compile knobs by rewriting the parent source; see the module docstring.
+
+    The walk of one proposal, in the order of this class: what is tuned (`_base`), what is known
+    of it (`_Search.survey`), then the first of: the best known start (`_adoption`), a seed from
+    the nearest history (`_seed`), the best untaken move (`_search`: `_moves`, then
+    `_proposal`); else the search is exhausted."""
 
     name = "tune"
     model: str | None = None
@@ -127,15 +246,13 @@ class TuneProvider:
     def __init__(self) -> None:
         self._proposed: dict[str, set[str]] = {}  # run_id -> source hashes proposed in this process
         self._told: set[str] = set()  # runs whose unreadable knobs are recorded
-        self._seeded: dict[str, int] = {}  # run_id -> seeds from the nearest history proposed
-        self._observed: Observed = ()  # what the original's launches showed (set per proposal)
 
     # ---- the protocol ---------------------------------------------------------------------
     def propose(self, ctx: ProviderContext, record: Recorder) -> Proposal | SearchExhausted:
         """One configuration change of ctx.parent_source, or SearchExhausted with the reason."""
         try:
-            self._observed = computed_values(ctx.original_source, observed_values(ctx.launches))
-            base, space = self._base(ctx)
+            rewriter = _Rewriter.of(ctx)
+            base, space = self._base(ctx, rewriter)
             if isinstance(base, Proposal | SearchExhausted):
                 return base
             domains = search_space(space, ctx.target, ctx.cases)
@@ -146,82 +263,30 @@ class TuneProvider:
             record(KnobsUnreadable(candidate_id=ctx.parent_id, reasons=space.unreadable))
         if not domains:
             return _exhausted(space, "the kernel states no tunable launch or compile knob")
-        names = sorted(domains)
-        points, taken = self._evidence(ctx, base, space, names)
-        adopt = self._adoption(ctx, base, space, names, points)
-        if adopt is not None:
-            return adopt
-        seed = self._seed(ctx, base, space, names, taken)
-        if seed is not None:
-            return seed
-        # The center is the incumbent (the parent) when it is a measured configuration of this
-        # kernel: a rejected neighbour that measured a hair faster does not move the search.
-        parent_config = {n: space.by_name()[n].value for n in names}
-        center = points.get(_key(parent_config))
-        if center is None or center.score is None:
-            center = max(points.values(), key=lambda p: _order(p.score), default=None)
-        center_config = (
-            center.config if center is not None and center.score is not None else parent_config
-        )
-        if any(center_config[n] not in domains[n] for n in names):
-            center_config = {n: _nearest(domains[n], center_config[n]) for n in names}
-        move = self._search(ctx, base, space, domains, names, center_config, points, taken)
-        if move is not None:
-            source, chosen = move
-            return self._proposal(ctx, space, source, parent_config, chosen, center, len(points))
+        search = _Search.survey(ctx, rewriter, base, space, domains)
+        for step in (self._adoption, self._seed, self._search):
+            proposal = step(search)
+            if proposal is not None:
+                return proposal
+        best = search.center_point
         best_text = (
-            f"{_key(center.config)} at {_score_text(center)}"
-            if center is not None and center.score is not None
-            else _key(parent_config)
+            f"{_key(best.config)} at {_score_text(best)}"
+            if best is not None and best.score is not None
+            else _key(search.parent)
         )
         return _exhausted(
             space,
             f"every neighbour of the best configuration ({best_text}) is measured, failed or "
-            f"outside the constraints; {len(points)} configurations of this kernel measured",
+            f"outside the constraints; {len(search.points)} configurations of this kernel "
+            "measured",
         )
 
-    def _search(
-        self,
-        ctx: ProviderContext,
-        base: str,
-        space: KnobSpace,
-        domains: dict[str, list[int]],
-        names: list[str],
-        center: Config,
-        points: dict[str, _Point],
-        taken: set[str],
-    ) -> tuple[str, _Move] | None:
-        """The best untaken move: the knobs of the kernel that dominates the observed time
-        first; those of the next kernel once the first has no move left."""
-        proposed = self._proposed.setdefault(ctx.run_id, set())
-        knobs = space.by_name()
-        order = dominant_first(ctx.warm_launches or ctx.launches)
-        kernels = sorted({knobs[n].kernel for n in names}, key=lambda k: _rank(order, k))
-        for kernel in kernels:
-            group = [n for n in names if knobs[n].kernel == kernel]
-            others = [n for n in names if n not in group]
-            here = {
-                k: p for k, p in points.items() if all(p.config[o] == center[o] for o in others)
-            }
-            for move in self._moves(ctx, space, domains, group, center, here):
-                source = self._apply(base, move.config)
-                raw = raw_source_hash(source)
-                if _key(move.config) in taken or raw in taken or raw in proposed:
-                    continue
-                proposed.add(raw)
-                return source, move
-        return None
-
-    def _find(self, source: str) -> KnobSpace:
-        return find_knobs(source, self._observed)
-
-    def _apply(self, source: str, values: Config) -> str:
-        return apply_knobs(source, values, self._observed)
-
     # ---- what is being tuned --------------------------------------------------------------
-    def _base(self, ctx: ProviderContext) -> tuple[str | Proposal | SearchExhausted, KnobSpace]:
+    def _base(
+        self, ctx: ProviderContext, rewriter: _Rewriter
+    ) -> tuple[str | Proposal | SearchExhausted, KnobSpace]:
         """The source whose knobs are tuned: the parent, or a pinned config of its autotune list."""
-        space = self._find(ctx.parent_source)
+        space = rewriter.read(ctx.parent_source)
         if not space.autotune_choices:
             return ctx.parent_source, space
         measured = {m.source_hash: m for m in ctx.measured}
@@ -231,14 +296,14 @@ class TuneProvider:
         best: tuple[float, str] | None = None
         for choice in space.autotune_choices:
             for i, config in enumerate(choice.configs):
-                pinned = pin_autotune(ctx.parent_source, choice.kernel, i)
+                pinned = rewriter.pin(ctx.parent_source, choice.kernel, i)
                 raw = raw_source_hash(pinned)
                 entry = measured.get(raw)
                 if entry is None:
                     if raw in self._proposed.get(ctx.run_id, set()):
                         continue
                     self._proposed.setdefault(ctx.run_id, set()).add(raw)
-                    sig = config_signature(config)
+                    sig = _key(config)
                     return Proposal(
                         source=pinned,
                         hypothesis=(
@@ -262,96 +327,20 @@ class TuneProvider:
                 return _exhausted(
                     space, f"every autotune config of {choice.kernel} failed when pinned"
                 ), space
-            return best[1], self._find(best[1])
+            return best[1], rewriter.read(best[1])
         return ctx.parent_source, space
 
-    # ---- the evidence -----------------------------------------------------------------------
-    def _evidence(
-        self, ctx: ProviderContext, base: str, space: KnobSpace, names: list[str]
-    ) -> tuple[dict[str, _Point], set[str]]:
-        """Measured configurations of this kernel (by config key) and everything already taken
-        (config keys and source hashes, including pending and excluded ones)."""
-        parent_values = space.values()
-        renders: dict[str, Config] = {}
-        for src in (base, ctx.original_source, ctx.parent_source):
-            try:
-                renders[raw_source_hash(src)] = dict(self._find(src).values())
-            except KnobError:
-                continue
-        points: dict[str, _Point] = {}
-        taken: set[str] = set()
-        baseline = self._baseline_config(ctx, base, names)
-        if baseline is not None:  # the unit of every speedup; the store lists decided candidates
-            points[_key(baseline)] = _Point(baseline, 0.0, ctx.run_id, BASELINE_ID, -1)
-            taken.add(_key(baseline))
-        decided: dict[str, list[tuple[int, MeasuredCandidate, Config]]] = {}
-        for order, m in enumerate(ctx.measured):  # oldest first
-            taken.add(m.source_hash)
-            config = self._config_of(m, base, names, parent_values, renders)
-            if config is None:
-                continue
-            key = _key(config)
-            taken.add(key)
-            if m.outcome == "failed" or _measurement(m) is not None:
-                decided.setdefault(key, []).append((order, m, config))
-        for key, seen in decided.items():
-            points[key] = _point(seen, points.get(key))
-        for ex in ctx.exclusions:
-            sig = parse_signature(ex.signature)
-            if sig is not None and set(sig) == set(names):
-                taken.add(_key(sig))
-        return points, taken
-
-    def _baseline_config(self, ctx: ProviderContext, base: str, names: list[str]) -> Config | None:
-        """The original kernel's configuration, when it is the same kernel as `base`."""
-        try:
-            values = self._find(ctx.original_source).values()
-            if not all(n in values for n in names):
-                return None
-            config = {n: values[n] for n in names}
-            same = self._apply(base, config) == ctx.original_source
-        except KnobError:
-            return None
-        return config if same else None
-
-    def _config_of(
-        self,
-        m: MeasuredCandidate,
-        base: str,
-        names: list[str],
-        parent_values: Config,
-        renders: dict[str, Config],
-    ) -> Config | None:
-        if m.source_hash in renders:
-            values = renders[m.source_hash]
-            return {n: values[n] for n in names} if all(n in values for n in names) else None
-        if not m.knobs or not all(n in m.knobs for n in names):
-            return None
-        config = {n: m.knobs[n] for n in names}
-        full = {**parent_values, **{k: v for k, v in m.knobs.items() if k in parent_values}}
-        try:
-            rendered = self._apply(base, full)
-        except KnobError:
-            return None
-        return config if raw_source_hash(rendered) == m.source_hash else None
-
-    def _adoption(
-        self,
-        ctx: ProviderContext,
-        base: str,
-        space: KnobSpace,
-        names: list[str],
-        points: dict[str, _Point],
-    ) -> Proposal | None:
+    # ---- the start: the best known configuration, or the nearest history -------------------
+    def _adoption(self, s: _Search) -> Proposal | None:
         """Re-adopt, once per run and before searching, the best known configuration by pooled
         estimate when it is one of the prior runs' best (ctx.prior_best: promoted there) and
         this run has not measured it; a configuration whose pooled estimate is below another
         known one's is never proposed as the start."""
+        ctx = s.ctx
         proposed = self._proposed.setdefault(ctx.run_id, set())
-        best = _best(points)
+        best = _best(s.points)
         if best is None or best.score is None or best.score <= 0 or best.estimate is None:
             return None
-        parent_config = {n: space.by_name()[n].value for n in names}
         prior = next(
             (
                 m
@@ -360,9 +349,9 @@ class TuneProvider:
             ),
             None,
         )
-        if prior is None or best.config == parent_config or ctx.run_id in best.runs:
+        if prior is None or best.config == s.parent or ctx.run_id in best.runs:
             return None
-        source = self._apply(base, best.config)
+        source = s.render(best.config)
         raw = raw_source_hash(source)
         if raw in proposed:
             return None
@@ -380,9 +369,9 @@ class TuneProvider:
                 f"{key}: {_pooled_text(best.estimate)}, over {len(best.runs)} run(s) on this "
                 f"bundle and hardware (first measured in run {best.run_id}, "
                 f"{best.candidate_id}; promoted in run {run_id}, {candidate_id}); no other "
-                f"configuration of the {len(points)} known measures better"
+                f"configuration of the {len(s.points)} known measures better"
             ),
-            change=_change(parent_config, best.config),
+            change=_change(s.parent, best.config),
             expected_effect=f"about {speedup:.3g}x the baseline, as measured before",
             risk="none beyond measurement drift: the same source was measured before",
             hypothesis_kind=HypothesisKind.LAUNCH_CONFIG.value,
@@ -391,37 +380,37 @@ class TuneProvider:
             remeasures=f"{run_id}/{candidate_id}",
         )
 
-    def _seed(
-        self, ctx: ProviderContext, base: str, space: KnobSpace, names: list[str], taken: set[str]
-    ) -> Proposal | None:
+    def _seed(self, s: _Search) -> Proposal | None:
         """The next of the run's first ctx.history_seeds proposals: the nearest-history
         configuration ranked highest (ctx.nearest: other runs' winners on other cases, versions,
         devices of the family, an edited source) whose knobs all render onto this kernel, that
         breaks no constraint here and that this identity has not measured. It is re-measured
         against this run's baseline; the search then goes on from the incumbent, whatever the
-        seed measured."""
-        seeded = self._seeded.get(ctx.run_id, 0)
+        seed measured. The seeds already proposed are counted from the run's candidates, not
+        in this process, so a resumed run does not seed again (_seeds_proposed)."""
+        ctx = s.ctx
+        if ctx.history_seeds <= 0:
+            return None
+        seeded = _seeds_proposed(s)
         if seeded >= ctx.history_seeds:
             return None
         proposed = self._proposed.setdefault(ctx.run_id, set())
-        parent_config = {n: space.by_name()[n].value for n in names}
         for near in ctx.nearest:
-            if not all(isinstance(near.knobs.get(n), int) for n in names):
+            config = _configuration(near.knobs, s.names)
+            if config is None:
                 continue  # a configuration of other knobs (an edit renamed or removed one)
-            config = {n: int(near.knobs[n]) for n in names}
-            if config == parent_config or _key(config) in taken:
+            if config == s.parent or _key(config) in s.taken:
                 continue
-            if _violation(ctx, space, config) is not None:
+            if s.violation(config) is not None:
                 continue
             try:
-                source = self._apply(base, config)
+                source = s.render(config)
             except KnobError:
                 continue  # its knobs do not render onto this version of the kernel
             raw = raw_source_hash(source)
-            if raw in taken or raw in proposed:
+            if raw in s.taken or raw in proposed:
                 continue
             proposed.add(raw)
-            self._seeded[ctx.run_id] = seeded + 1
             key = _key(config)
             figure = _pooled_text(
                 Estimate(near.speedup, near.ci_low, near.ci_high, near.measurements, 0)
@@ -438,7 +427,7 @@ class TuneProvider:
                     f"{key} was promoted in run {near.from_run_id}, {near.from_candidate_id}, at "
                     f"{figure} there ({near.differs}); measured there, not here"
                 ),
-                change=_change(parent_config, config),
+                change=_change(s.parent, config),
                 expected_effect=(
                     f"near {near.speedup:.3g}x the baseline if what differs "
                     f"({near.differs}) does not move the optimum"
@@ -458,294 +447,23 @@ class TuneProvider:
             )
         return None
 
-    # ---- the moves ----------------------------------------------------------------------------
-    def _moves(
-        self,
-        ctx: ProviderContext,
-        space: KnobSpace,
-        domains: dict[str, list[int]],
-        names: list[str],
-        center: Config,
-        points: dict[str, _Point],
-    ) -> list[_Move]:
-        """Every move from `center`, best-ranked first: single-knob steps, coupled block/warps
-        steps, paired moves, combined near-neutral steps."""
-        inert = {n for n in names if _inert(n, points, names)}
-        singles: list[_Move] = []
-        for n in names:
-            for d in (+1, -1):
-                move = self._single(ctx, space, domains, names, center, points, n, d, n in inert)
-                if move is not None:
-                    singles.append(move)
-        singles += self._coupled(ctx, space, domains, names, center, points)
-        pairs = self._paired(ctx, space, domains, names, center, points)
-        pairs += self._combined(ctx, space, names, center, points)
-        role_of = {n: space.by_name()[n].role for n in names}
-        return roofline_order.order(  # the roofline breaks ties within each rank class
-            singles + pairs,
-            lambda m: m.rank,
-            lambda m: m.config,
-            center,
-            role_of,
-            ctx.parent_kernel,
-        )
-
-    def _single(
-        self,
-        ctx: ProviderContext,
-        space: KnobSpace,
-        domains: dict[str, list[int]],
-        names: list[str],
-        center: Config,
-        points: dict[str, _Point],
-        n: str,
-        d: int,
-        inert: bool,
-    ) -> _Move | None:
-        """The step of knob `n` in direction `d` (+1 up, -1 down) from the center, or None."""
-        knobs = space.by_name()
-        dom = domains[n]
-        i = dom.index(center[n])
-        line = {
-            dom.index(p.config[n]): p
-            for p in points.values()
-            if p.config[n] in dom and all(p.config[o] == center[o] for o in names if o != n)
-        }
-        ahead = [j for j in line if (j - i) * d > 0]
-        behind = [j for j in line if (j - i) * d < 0]
-        room = (len(dom) - 1 - i) if d > 0 else i
-        if room == 0:
-            return None
-        if ahead:
-            dist = min(abs(j - i) for j in ahead)
-            if dist == 1:
-                return None  # the neighbour that way is worse: closed
-            step, kind = dist // 2, 2
-        elif behind and line[(came := min(behind, key=lambda j: abs(j - i)))].order < (
-            line[i].order if i in line else -1
-        ):
-            # the center was reached from behind, and it was better: double the stride
-            step, kind = min(room, 2 * abs(came - i)), 1
-        else:
-            # a fresh direction: half the room, at most x4; stages step by one, and in a tl.dot
-            # kernel tiles and warps step x2 (they interact: a x4 jump overshoots the optimum)
-            info = space.kernels.get(knobs[n].kernel)
-            fine = knobs[n].role == KnobRole.STAGES or (
-                knobs[n].role in (KnobRole.BLOCK, KnobRole.WARPS)
-                and info is not None
-                and info.uses_dot
-            )
-            step, kind = max(1, min(1 if fine else 2, math.ceil(room / 2))), 1
-        for s in range(step, 0, -1):  # shrink until the constraints hold
-            config = {**center, n: dom[i + d * s]}
-            if _key(config) in points or _violation(ctx, space, config) is not None:
-                continue
-            gain, note = _direction_evidence(n, d, center, points, names)
-            role = _ROLE_ORDER[knobs[n].role]
-            if inert:
-                return _Move(
-                    config, (5, role, -d), f"{note} {n} has made no measurable difference."
-                )
-            rank = (
-                (0, -gain)
-                if gain is not None and gain > 0
-                else (kind, role, -d)
-                if gain is None
-                else (3, -gain)
-                if gain > _HURT
-                else (6, -gain)  # clearly hurt before: after the paired moves
-            )
-            return _Move(config, rank, note)
+    # ---- the search -------------------------------------------------------------------------
+    def _search(self, s: _Search) -> Proposal | None:
+        """The best untaken move: the knobs of the kernel that dominates the observed time
+        first; those of the next kernel once the first has no move left."""
+        proposed = self._proposed.setdefault(s.ctx.run_id, set())
+        for kernel in s.kernels():
+            for move in _moves(s.focus(kernel)):
+                source = s.render(move.config)
+                raw = raw_source_hash(source)
+                if _key(move.config) in s.taken or raw in s.taken or raw in proposed:
+                    continue
+                proposed.add(raw)
+                return _proposal(s, source, move)
         return None
 
-    def _paired(
-        self,
-        ctx: ProviderContext,
-        space: KnobSpace,
-        domains: dict[str, list[int]],
-        names: list[str],
-        center: Config,
-        points: dict[str, _Point],
-    ) -> list[_Move]:
-        """Paired moves (ranked after the promising single ones) reach couplings one knob cannot:
-        a block and the warps of its kernel move together (the work per thread stays the same);
-        two blocks of one kernel move oppositely (the tile changes shape, not size)."""
-        knobs = space.by_name()
-        pairs: list[_Move] = []
-        for a_i, a in enumerate(names):
-            for b in names[a_i + 1 :]:
-                ka, kb = knobs[a], knobs[b]
-                roles = {ka.role, kb.role}
-                if not _together(space, a, b):  # one kernel; for computed knobs, one shape
-                    continue
-                if roles == {KnobRole.BLOCK, KnobRole.WARPS}:
-                    signs = [(+1, +1), (-1, -1)]
-                elif roles == {KnobRole.BLOCK}:
-                    signs = [(+1, -1), (-1, +1)]
-                else:
-                    continue
-                for da, db in signs:
-                    ia, ib = domains[a].index(center[a]) + da, domains[b].index(center[b]) + db
-                    if not (0 <= ia < len(domains[a]) and 0 <= ib < len(domains[b])):
-                        continue
-                    config = {**center, a: domains[a][ia], b: domains[b][ib]}
-                    if _key(config) in points or _violation(ctx, space, config) is not None:
-                        continue
-                    pairs.append(
-                        _Move(
-                            config,
-                            (4, _ROLE_ORDER[ka.role], -da, -db),
-                            "every single-knob move from the best configuration is measured; "
-                            f"moving {a} and {b} together",
-                        )
-                    )
-        return pairs
 
-    def _combined(
-        self,
-        ctx: ProviderContext,
-        space: KnobSpace,
-        names: list[str],
-        center: Config,
-        points: dict[str, _Point],
-    ) -> list[_Move]:
-        """Two single-knob steps from the center that each measured nearly as good (within
-        10%), taken together. Knobs interact: in a matmul a larger tile with two stages and a
-        third stage with the smaller tile can each lose a little while both together win (the
-        larger tile needs the deeper pipeline to hide its loads). They come last, after every
-        other move (on the measured H200 matmul landscape, ranked earlier they cost more
-        candidates than they saved); best-measured pairs first."""
-        here = points.get(_key(center))
-        if here is None or here.score is None:
-            return []
-        steps: list[tuple[str, _Point, float]] = []  # (knob, point, log-gain over the center)
-        for p in points.values():
-            differ = [n for n in names if p.config[n] != center[n]]
-            if len(differ) == 1 and p.score is not None and p.score - here.score > _HURT:
-                steps.append((differ[0], p, p.score - here.score))
-        out: list[_Move] = []
-        for i, (a, p, gain_a) in enumerate(steps):
-            for b, q, gain_b in steps[i + 1 :]:
-                if a == b:
-                    continue
-                config = {**center, a: p.config[a], b: q.config[b]}
-                if _key(config) in points or _violation(ctx, space, config) is not None:
-                    continue
-                gain = gain_a + gain_b
-                out.append(
-                    _Move(
-                        config,
-                        (7, -gain),
-                        f"{a} {center[a]}→{p.config[a]} ({p.candidate_id}) and {b} "
-                        f"{center[b]}→{q.config[b]} ({q.candidate_id}) each measured within 10% "
-                        "of the best; together they may win what each alone cannot.",
-                    )
-                )
-        return out
-
-    def _coupled(
-        self,
-        ctx: ProviderContext,
-        space: KnobSpace,
-        domains: dict[str, list[int]],
-        names: list[str],
-        center: Config,
-        points: dict[str, _Point],
-    ) -> list[_Move]:
-        """A block step measured slower from the center is retried with the warps scaled by the
-        same factor, so each thread keeps the values it holds now: on a GPU a wider block (or a
-        wider tl.dot tile: a bigger accumulator) with the same warps can lose to register
-        pressure what it gains in loop trips or reuse."""
-        if ctx.target.backend == "cpu":
-            return []
-        knobs = space.by_name()
-        out: list[_Move] = []
-        for n in names:
-            k = knobs[n]
-            info = space.kernels.get(k.kernel)
-            warps = next(
-                (w for w in names if knobs[w].role == KnobRole.WARPS and _together(space, n, w)),
-                None,
-            )
-            if k.role != KnobRole.BLOCK or warps is None or info is None:
-                continue
-            if info.uses_dot and _dim_of(n) not in ("M", "N"):
-                continue  # BLOCK_K does not change the accumulator each thread holds
-            for p in points.values():
-                if p.config[n] <= center[n]:
-                    continue  # only a wider block gains from more warps
-                if any(p.config[o] != center[o] for o in names if o != n):
-                    continue
-                factor = p.config[n] / center[n]
-                want = center[warps] * factor
-                if want not in domains[warps] or want == center[warps]:
-                    continue
-                config = {**center, n: p.config[n], warps: int(want)}
-                if _key(config) in points or _violation(ctx, space, config) is not None:
-                    continue
-                out.append(
-                    _Move(
-                        config,
-                        (1, _ROLE_ORDER[KnobRole.BLOCK], 0),
-                        f"{n} {center[n]}→{p.config[n]} with {center[warps]} warps measured "
-                        f"{'a failure' if p.score is None else 'slower'} ({p.candidate_id}); with "
-                        f"{int(want)} warps each thread keeps the values it holds now.",
-                    )
-                )
-        return out
-
-    # ---- the proposal text --------------------------------------------------------------------
-    def _proposal(
-        self,
-        ctx: ProviderContext,
-        space: KnobSpace,
-        source: str,
-        parent: Config,
-        move: _Move,
-        center: _Point | None,
-        n_points: int,
-    ) -> Proposal:
-        knobs = space.by_name()
-        changed = [n for n in move.config if move.config[n] != parent.get(n)]
-        effects, hyps, risks = [], [], []
-        for n in changed:
-            a, b = parent[n], move.config[n]
-            h, e, r = _explain(ctx, space, n, a, b, move.config)
-            hyps.append(h)
-            effects.append(e)
-            risks.append(r)
-        best = (
-            "the baseline"
-            if center is None or center.score is None
-            else f"{_key(center.config)} at {_score_text(center)} "
-            f"(run {center.run_id}, {center.candidate_id})"
-        )
-        evidence = (
-            f"Best measured configuration: {best}; {n_points} configurations of this kernel "
-            f"measured on {ctx.device.kind}. {move.evidence}"
-        )
-        kind = (
-            HypothesisKind.NUM_WARPS
-            if changed == ["num_warps"]
-            else (
-                HypothesisKind.NUM_STAGES
-                if changed == ["num_stages"]
-                else HypothesisKind.BLOCK_SIZE
-                if all(knobs[n].role == KnobRole.BLOCK for n in changed)
-                else HypothesisKind.LAUNCH_CONFIG
-            )
-        )
-        return Proposal(
-            source=source,
-            hypothesis="; ".join(hyps),
-            evidence=evidence,
-            change=_change(parent, move.config),
-            expected_effect="; ".join(effects),
-            risk="; ".join(risks),
-            hypothesis_kind=kind.value,
-            commit_title=f"Tune {_change(parent, move.config)}",
-            knobs=move.config,
-        )
+# ---- the space ----------------------------------------------------------------------------------
 
 
 def search_space(
@@ -791,7 +509,431 @@ def search_space(
     return out
 
 
-# ---- pure helpers ------------------------------------------------------------------------------
+def declared_space(tuning_space: Mapping[str, Any] | None) -> dict[str, list[int]]:
+    """The space a target declares (target.json "tuning_space"): knob -> allowed integer values,
+    sorted and deduplicated. A malformed declaration raises KnobError naming the knob."""
+    out: dict[str, list[int]] = {}
+    for name, values in (tuning_space or {}).items():
+        if not isinstance(values, list) or not values:
+            raise KnobError(f"tuning_space.{name}: must be a non-empty list of integers")
+        if any(type(v) is not int or v <= 0 for v in values):
+            raise KnobError(f"tuning_space.{name}: every value must be a positive integer")
+        out[name] = sorted(set(values))
+    return out
+
+
+# ---- the evidence -------------------------------------------------------------------------------
+
+
+def _evidence(
+    ctx: ProviderContext, rewriter: _Rewriter, base: str, space: KnobSpace, names: list[str]
+) -> tuple[dict[str, _Point], set[str]]:
+    """Measured configurations of this kernel (by config key) and everything already taken
+    (config keys and source hashes, including pending and excluded ones)."""
+    parent_values = space.values()
+    renders: dict[str, Config] = {}
+    for src in (base, ctx.original_source, ctx.parent_source):
+        try:
+            renders[raw_source_hash(src)] = dict(rewriter.read(src).values())
+        except KnobError:
+            continue
+    points: dict[str, _Point] = {}
+    taken: set[str] = set()
+    baseline = _baseline_config(ctx, rewriter, base, names)
+    if baseline is not None:  # the unit of every speedup; the store lists decided candidates
+        points[_key(baseline)] = _Point(baseline, 0.0, ctx.run_id, BASELINE_ID, -1)
+        taken.add(_key(baseline))
+    decided: dict[str, list[tuple[int, MeasuredCandidate, Config]]] = {}
+    for order, m in enumerate(ctx.measured):  # oldest first
+        taken.add(m.source_hash)
+        config = _config_of(m, rewriter, base, names, parent_values, renders)
+        if config is None:
+            continue
+        key = _key(config)
+        taken.add(key)
+        if m.outcome == "failed" or _measurement(m) is not None:
+            decided.setdefault(key, []).append((order, m, config))
+    for key, seen in decided.items():
+        points[key] = _point(seen, points.get(key))
+    for ex in ctx.exclusions:
+        sig = parse_signature(ex.signature)
+        if sig is not None and set(sig) == set(names):
+            taken.add(_key(sig))
+    return points, taken
+
+
+def _baseline_config(
+    ctx: ProviderContext, rewriter: _Rewriter, base: str, names: list[str]
+) -> Config | None:
+    """The original kernel's configuration, when it is the same kernel as `base`."""
+    try:
+        values = rewriter.read(ctx.original_source).values()
+        if not all(n in values for n in names):
+            return None
+        config = {n: values[n] for n in names}
+        same = rewriter.render(base, config) == ctx.original_source
+    except KnobError:
+        return None
+    return config if same else None
+
+
+def _config_of(
+    m: MeasuredCandidate,
+    rewriter: _Rewriter,
+    base: str,
+    names: list[str],
+    parent_values: Config,
+    renders: dict[str, Config],
+) -> Config | None:
+    """The configuration of this kernel a measured candidate is, or None: a source whose knobs
+    `renders` knows, or one whose knobs rendered onto `base` give exactly its source hash."""
+    if m.source_hash in renders:
+        values = renders[m.source_hash]
+        return {n: values[n] for n in names} if all(n in values for n in names) else None
+    if not m.knobs or not all(n in m.knobs for n in names):
+        return None
+    config = {n: m.knobs[n] for n in names}
+    full = {**parent_values, **{k: v for k, v in m.knobs.items() if k in parent_values}}
+    try:
+        rendered = rewriter.render(base, full)
+    except KnobError:
+        return None
+    return config if raw_source_hash(rendered) == m.source_hash else None
+
+
+def _configuration(knobs: Mapping[str, Any], names: list[str]) -> Config | None:
+    """`knobs` as a configuration of the searched knobs, or None when one of them is missing or
+    not an integer."""
+    if not all(isinstance(knobs.get(n), int) for n in names):
+        return None
+    return {n: int(knobs[n]) for n in names}
+
+
+def _seeds_proposed(s: _Search) -> int:
+    """How many seeds this run has proposed: the nearest-history configurations among its
+    candidates (ctx.measured of this run, the pending ones of its round included). Seeds come
+    before any move of the search, so a nearest-history configuration the run holds was one (or
+    the best known start, which then stood for it); read from the run, not kept in the
+    provider's process, the count holds across a resume."""
+    ctx = s.ctx
+    mine = {
+        _key(config)
+        for m in ctx.measured
+        if m.run_id == ctx.run_id and (config := _configuration(m.knobs, s.names)) is not None
+    }
+    history = {
+        _key(config)
+        for near in ctx.nearest
+        if (config := _configuration(near.knobs, s.names)) is not None
+    }
+    return len(mine & history)
+
+
+# ---- the moves ----------------------------------------------------------------------------------
+
+
+def _moves(s: _Search) -> list[_Move]:
+    """Every move from the center, best-ranked first: single-knob steps, coupled block/warps
+    steps, paired moves, combined near-neutral steps."""
+    inert = {n for n in s.names if _inert(s, n)}
+    singles: list[_Move] = []
+    for n in s.names:
+        for d in (+1, -1):
+            move = _single(s, n, d, n in inert)
+            if move is not None:
+                singles.append(move)
+    singles += _coupled(s)
+    pairs = _paired(s) + _combined(s)
+    role_of = {n: s.knobs[n].role for n in s.names}
+    return roofline_order.order(  # the roofline breaks ties within each rank class
+        singles + pairs,
+        lambda m: m.rank,
+        lambda m: m.config,
+        s.center,
+        role_of,
+        s.ctx.parent_kernel,
+    )
+
+
+def _single(s: _Search, n: str, d: int, inert: bool) -> _Move | None:
+    """The step of knob `n` in direction `d` (+1 up, -1 down) from the center, or None."""
+    center = s.center
+    dom = s.domains[n]
+    i = dom.index(center[n])
+    line = {
+        dom.index(p.config[n]): p
+        for p in s.points.values()
+        if p.config[n] in dom and all(p.config[o] == center[o] for o in s.names if o != n)
+    }
+    ahead = [j for j in line if (j - i) * d > 0]
+    behind = [j for j in line if (j - i) * d < 0]
+    room = (len(dom) - 1 - i) if d > 0 else i
+    if room == 0:
+        return None
+    knob = s.knobs[n]
+    if ahead:
+        dist = min(abs(j - i) for j in ahead)
+        if dist == 1:
+            return None  # the neighbour that way is worse: closed
+        step, kind = dist // 2, 2
+    elif behind and line[(came := min(behind, key=lambda j: abs(j - i)))].order < (
+        line[i].order if i in line else -1
+    ):
+        # the center was reached from behind, and it was better: double the stride
+        step, kind = min(room, 2 * abs(came - i)), 1
+    else:
+        # a fresh direction: half the room, at most x4; stages step by one, and in a tl.dot
+        # kernel tiles and warps step x2 (they interact: a x4 jump overshoots the optimum)
+        info = s.space.kernels.get(knob.kernel)
+        fine = knob.role == KnobRole.STAGES or (
+            knob.role in (KnobRole.BLOCK, KnobRole.WARPS) and info is not None and info.uses_dot
+        )
+        step, kind = max(1, min(1 if fine else 2, math.ceil(room / 2))), 1
+    for size in range(step, 0, -1):  # shrink until the constraints hold
+        config = {**center, n: dom[i + d * size]}
+        if _key(config) in s.points or s.violation(config) is not None:
+            continue
+        gain, note = _direction_evidence(s, n, d)
+        role = _ROLE_ORDER[knob.role]
+        if inert:
+            return _Move(config, (5, role, -d), f"{note} {n} has made no measurable difference.")
+        rank = (
+            (0, -gain)
+            if gain is not None and gain > 0
+            else (kind, role, -d)
+            if gain is None
+            else (3, -gain)
+            if gain > _HURT
+            else (6, -gain)  # clearly hurt before: after the paired moves
+        )
+        return _Move(config, rank, note)
+    return None
+
+
+def _coupled(s: _Search) -> list[_Move]:
+    """A block step measured slower from the center is retried with the warps scaled by the
+    same factor, so each thread keeps the values it holds now: on a GPU a wider block (or a
+    wider tl.dot tile: a bigger accumulator) with the same warps can lose to register pressure
+    what it gains in loop trips or reuse."""
+    if s.ctx.target.backend == "cpu":
+        return []
+    center = s.center
+    out: list[_Move] = []
+    for n in s.names:
+        k = s.knobs[n]
+        info = s.space.kernels.get(k.kernel)
+        warps = next(
+            (w for w in s.names if s.knobs[w].role == KnobRole.WARPS and _together(s, n, w)),
+            None,
+        )
+        if k.role != KnobRole.BLOCK or warps is None or info is None:
+            continue
+        if info.uses_dot and _dim_of(n) not in ("M", "N"):
+            continue  # BLOCK_K does not change the accumulator each thread holds
+        for p in s.points.values():
+            if p.config[n] <= center[n]:
+                continue  # only a wider block gains from more warps
+            if any(p.config[o] != center[o] for o in s.names if o != n):
+                continue
+            factor = p.config[n] / center[n]
+            want = center[warps] * factor
+            if want not in s.domains[warps] or want == center[warps]:
+                continue
+            config = {**center, n: p.config[n], warps: int(want)}
+            if _key(config) in s.points or s.violation(config) is not None:
+                continue
+            out.append(
+                _Move(
+                    config,
+                    (1, _ROLE_ORDER[KnobRole.BLOCK], 0),
+                    f"{n} {center[n]}→{p.config[n]} with {center[warps]} warps measured "
+                    f"{'a failure' if p.score is None else 'slower'} ({p.candidate_id}); with "
+                    f"{int(want)} warps each thread keeps the values it holds now.",
+                )
+            )
+    return out
+
+
+def _paired(s: _Search) -> list[_Move]:
+    """Paired moves (ranked after the promising single ones) reach couplings one knob cannot:
+    a block and the warps of its kernel move together (the work per thread stays the same);
+    two blocks of one kernel move oppositely (the tile changes shape, not size)."""
+    center, domains = s.center, s.domains
+    pairs: list[_Move] = []
+    for a_i, a in enumerate(s.names):
+        for b in s.names[a_i + 1 :]:
+            ka, kb = s.knobs[a], s.knobs[b]
+            roles = {ka.role, kb.role}
+            if not _together(s, a, b):  # one kernel; for computed knobs, one shape
+                continue
+            if roles == {KnobRole.BLOCK, KnobRole.WARPS}:
+                signs = [(+1, +1), (-1, -1)]
+            elif roles == {KnobRole.BLOCK}:
+                signs = [(+1, -1), (-1, +1)]
+            else:
+                continue
+            for da, db in signs:
+                ia, ib = domains[a].index(center[a]) + da, domains[b].index(center[b]) + db
+                if not (0 <= ia < len(domains[a]) and 0 <= ib < len(domains[b])):
+                    continue
+                config = {**center, a: domains[a][ia], b: domains[b][ib]}
+                if _key(config) in s.points or s.violation(config) is not None:
+                    continue
+                pairs.append(
+                    _Move(
+                        config,
+                        (4, _ROLE_ORDER[ka.role], -da, -db),
+                        "every single-knob move from the best configuration is measured; "
+                        f"moving {a} and {b} together",
+                    )
+                )
+    return pairs
+
+
+def _combined(s: _Search) -> list[_Move]:
+    """Two single-knob steps from the center that each measured nearly as good (within 10%),
+    taken together. Knobs interact: in a matmul a larger tile with two stages and a third stage
+    with the smaller tile can each lose a little while both together win (the larger tile needs
+    the deeper pipeline to hide its loads). They come last, after every other move (on the
+    measured H200 matmul landscape, ranked earlier they cost more candidates than they saved);
+    best-measured pairs first."""
+    center = s.center
+    here = s.points.get(_key(center))
+    if here is None or here.score is None:
+        return []
+    steps: list[tuple[str, _Point, float]] = []  # (knob, point, log-gain over the center)
+    for p in s.points.values():
+        differ = [n for n in s.names if p.config[n] != center[n]]
+        if len(differ) == 1 and p.score is not None and p.score - here.score > _HURT:
+            steps.append((differ[0], p, p.score - here.score))
+    out: list[_Move] = []
+    for i, (a, p, gain_a) in enumerate(steps):
+        for b, q, gain_b in steps[i + 1 :]:
+            if a == b:
+                continue
+            config = {**center, a: p.config[a], b: q.config[b]}
+            if _key(config) in s.points or s.violation(config) is not None:
+                continue
+            gain = gain_a + gain_b
+            out.append(
+                _Move(
+                    config,
+                    (7, -gain),
+                    f"{a} {center[a]}→{p.config[a]} ({p.candidate_id}) and {b} "
+                    f"{center[b]}→{q.config[b]} ({q.candidate_id}) each measured within 10% "
+                    "of the best; together they may win what each alone cannot.",
+                )
+            )
+    return out
+
+
+def _direction_evidence(s: _Search, name: str, d: int) -> tuple[float | None, str]:
+    """What the evidence says of moving `name` in direction d from the center, as a log-gain.
+
+    A step already measured from the center itself decides; otherwise the trend measured in the
+    context most like the center (a pair of configurations differing only in `name`, the step
+    going that way, whose other knobs are nearest the center's in log2 distance). Knobs
+    interact: the best gain seen anywhere is a poor guide (lowering BLOCK_M helped once a tile
+    was 128 wide; it does not help a 64-wide one)."""
+    center, names = s.center, s.names
+    direct: tuple[float, _Point, _Point] | None = None
+    trend: tuple[float, float, _Point, _Point] | None = None  # (distance, -gain, p, q)
+    pts = list(s.points.values())
+    for p in pts:
+        if p.score is None:
+            continue
+        for q in pts:
+            if (q.config[name] - p.config[name]) * d <= 0:
+                continue
+            if any(p.config[o] != q.config[o] for o in names if o != name):
+                continue
+            gain = (q.score - p.score) if q.score is not None else -10.0
+            if p.config == center:
+                if direct is None or gain > direct[0]:
+                    direct = (gain, p, q)
+                continue
+            distance = sum(
+                abs(math.log2(p.config[o]) - math.log2(center[o]))
+                if p.config[o] > 0 and center[o] > 0
+                else float(p.config[o] != center[o])
+                for o in names
+            )
+            if trend is None or (distance, -gain) < trend[:2]:
+                trend = (distance, -gain, p, q)
+    found = direct or (None if trend is None else (-trend[1], trend[2], trend[3]))
+    if found is None:
+        way = "raising" if d > 0 else "lowering"
+        return None, f"{way} {name} from here is unexplored."
+    gain, p, q = found
+    verb = "helped" if gain > 0 else "hurt"
+    ratio = "failed" if q.score is None else f"{math.exp(gain):.3g}x"
+    return (
+        gain,
+        f"{name} {p.config[name]}→{q.config[name]} {verb} before ({ratio}, {q.candidate_id}).",
+    )
+
+
+def _inert(s: _Search, name: str) -> bool:
+    """Every measured change of `name` alone moved the time by less than 1%: it seems not to
+    matter here (num_stages of a loop the compiler does not pipeline, say)."""
+    gains = [
+        abs(q.score - p.score)
+        for p in s.points.values()
+        for q in s.points.values()
+        if p.score is not None
+        and q.score is not None
+        and p.config[name] < q.config[name]
+        and all(p.config[o] == q.config[o] for o in s.names if o != name)
+    ]
+    return bool(gains) and max(gains) < math.log(1.01)
+
+
+# ---- the proposal text ----------------------------------------------------------------------------
+
+
+def _proposal(s: _Search, source: str, move: _Move) -> Proposal:
+    """The proposal of `move` from the parent: its hypothesis, effect and risk per changed knob,
+    and the evidence (the best measured configuration, and what was measured of this move)."""
+    parent, center = s.parent, s.center_point
+    changed = [n for n in move.config if move.config[n] != parent.get(n)]
+    effects, hyps, risks = [], [], []
+    for n in changed:
+        h, e, r = _explain(s, n, parent[n], move.config[n])
+        hyps.append(h)
+        effects.append(e)
+        risks.append(r)
+    best = (
+        "the baseline"
+        if center is None or center.score is None
+        else f"{_key(center.config)} at {_score_text(center)} "
+        f"(run {center.run_id}, {center.candidate_id})"
+    )
+    evidence = (
+        f"Best measured configuration: {best}; {len(s.points)} configurations of this kernel "
+        f"measured on {s.ctx.device.kind}. {move.evidence}"
+    )
+    kind = (
+        HypothesisKind.NUM_WARPS
+        if changed == ["num_warps"]
+        else (
+            HypothesisKind.NUM_STAGES
+            if changed == ["num_stages"]
+            else HypothesisKind.BLOCK_SIZE
+            if all(s.knobs[n].role == KnobRole.BLOCK for n in changed)
+            else HypothesisKind.LAUNCH_CONFIG
+        )
+    )
+    return Proposal(
+        source=source,
+        hypothesis="; ".join(hyps),
+        evidence=evidence,
+        change=_change(parent, move.config),
+        expected_effect="; ".join(effects),
+        risk="; ".join(risks),
+        hypothesis_kind=kind.value,
+        commit_title=f"Tune {_change(parent, move.config)}",
+        knobs=move.config,
+    )
 
 
 def _exhausted(space: KnobSpace, why: str) -> SearchExhausted:
@@ -802,6 +944,9 @@ def _exhausted(space: KnobSpace, why: str) -> SearchExhausted:
         reason=f"tune: {why}; knobs it could not read: {'; '.join(space.unreadable)}",
         stopping_reason=StoppingReason.KNOBS_UNREADABLE,
     )
+
+
+# ---- pure helpers ------------------------------------------------------------------------------
 
 
 def _rank(order: list[str], kernel: str) -> int:
@@ -881,68 +1026,6 @@ def _change(parent: Config, config: Config) -> str:
     )
 
 
-def _direction_evidence(
-    name: str, d: int, center: Config, points: dict[str, _Point], names: list[str]
-) -> tuple[float | None, str]:
-    """What the evidence says of moving `name` in direction d from `center`, as a log-gain.
-
-    A step already measured from the center itself decides; otherwise the trend measured in the
-    context most like the center (a pair of configurations differing only in `name`, the step
-    going that way, whose other knobs are nearest the center's in log2 distance). Knobs
-    interact: the best gain seen anywhere is a poor guide (lowering BLOCK_M helped once a tile
-    was 128 wide; it does not help a 64-wide one)."""
-    direct: tuple[float, _Point, _Point] | None = None
-    trend: tuple[float, float, _Point, _Point] | None = None  # (distance, -gain, p, q)
-    pts = list(points.values())
-    for p in pts:
-        if p.score is None:
-            continue
-        for q in pts:
-            if (q.config[name] - p.config[name]) * d <= 0:
-                continue
-            if any(p.config[o] != q.config[o] for o in names if o != name):
-                continue
-            gain = (q.score - p.score) if q.score is not None else -10.0
-            if p.config == center:
-                if direct is None or gain > direct[0]:
-                    direct = (gain, p, q)
-                continue
-            distance = sum(
-                abs(math.log2(p.config[o]) - math.log2(center[o]))
-                if p.config[o] > 0 and center[o] > 0
-                else float(p.config[o] != center[o])
-                for o in names
-            )
-            if trend is None or (distance, -gain) < trend[:2]:
-                trend = (distance, -gain, p, q)
-    found = direct or (None if trend is None else (-trend[1], trend[2], trend[3]))
-    if found is None:
-        way = "raising" if d > 0 else "lowering"
-        return None, f"{way} {name} from here is unexplored."
-    gain, p, q = found
-    verb = "helped" if gain > 0 else "hurt"
-    ratio = "failed" if q.score is None else f"{math.exp(gain):.3g}x"
-    return (
-        gain,
-        f"{name} {p.config[name]}→{q.config[name]} {verb} before ({ratio}, {q.candidate_id}).",
-    )
-
-
-def _inert(name: str, points: dict[str, _Point], names: list[str]) -> bool:
-    """Every measured change of `name` alone moved the time by less than 1%: it seems not to
-    matter here (num_stages of a loop the compiler does not pipeline, say)."""
-    gains = [
-        abs(q.score - p.score)
-        for p in points.values()
-        for q in points.values()
-        if p.score is not None
-        and q.score is not None
-        and p.config[name] < q.config[name]
-        and all(p.config[o] == q.config[o] for o in names if o != name)
-    ]
-    return bool(gains) and max(gains) < math.log(1.01)
-
-
 def _per_thread(block_elems: int, warps: int) -> float:
     return block_elems / (32 * warps)
 
@@ -979,11 +1062,11 @@ def _launch_variants(space: KnobSpace, kernel: str) -> list[list[Knob]]:
     return [plain + variant for variant in seen]
 
 
-def _together(space: KnobSpace, a: str, b: str) -> bool:
+def _together(s: _Search, a: str, b: str) -> bool:
     """Whether knobs `a` and `b` set one launch (the same kernel; for computed knobs, the
     same shape): only then do they interact."""
-    kernel = space.by_name()[a].kernel
-    return any({a, b} <= {k.name for k in variant} for variant in _launch_variants(space, kernel))
+    variants = _launch_variants(s.space, s.knobs[a].kernel)
+    return any({a, b} <= {k.name for k in variant} for variant in variants)
 
 
 def _violation(ctx: ProviderContext, space: KnobSpace, config: Config) -> str | None:
@@ -1071,13 +1154,11 @@ def _fraction(a: int, b: int) -> str:
     return f"1/{r:g}" if r > 1 else f"{1 / r:g}x"
 
 
-def _explain(
-    ctx: ProviderContext, space: KnobSpace, name: str, a: int, b: int, config: Config
-) -> tuple[str, str, str]:
+def _explain(s: _Search, name: str, a: int, b: int) -> tuple[str, str, str]:
     """(hypothesis, expected effect, risk) of one knob change a→b."""
-    knob = space.by_name()[name]
+    knob = s.knobs[name]
     up = b > a
-    where = "the interpreter" if ctx.target.backend == "cpu" else "the GPU"
+    where = "the interpreter" if s.ctx.target.backend == "cpu" else "the GPU"
     if knob.role == KnobRole.BLOCK and knob.loop_step:
         return (
             (

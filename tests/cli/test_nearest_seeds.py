@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from support.softmax_runs import BUDGET, EXAMPLE, optimize
+from support.softmax_runs import BUDGET, EXAMPLE, optimize, run_candidates
 
 import queries
 from cli.main import main
@@ -38,16 +38,6 @@ def _optimize(tmp: Path, name: str, store: Path, cases: list[dict], *flags: str,
     return optimize(bundle, store, tmp / f"out-{name}", *flags)
 
 
-def _candidates(store: Path, run_id: str) -> list[dict]:
-    rows = queries.query(
-        Store(store),
-        "SELECT candidate_id, knobs, evidence, remeasures, outcome FROM candidates "
-        "WHERE run_id = $r AND candidate_id <> 'baseline' ORDER BY candidate_id",
-        {"r": run_id},
-    ).to_pylist()
-    return [{**r, "knobs": json.loads(r["knobs"]) if r["knobs"] else {}} for r in rows]
-
-
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory) -> tuple[Path, dict, dict]:
     """Run 1 on 1x1024 and 1x800: the store (to copy), the run and its winner."""
@@ -56,7 +46,7 @@ def first_run(tmp_path_factory) -> tuple[Path, dict, dict]:
     run = _optimize(tmp, "r1", store, _cases((1, 1024), (1, 800)))
     assert run["winner_id"] and run["winner_id"] != "baseline", run
     (winner,) = [
-        c for c in _candidates(store, run["run_id"]) if c["candidate_id"] == run["winner_id"]
+        c for c in run_candidates(store, run["run_id"]) if c["candidate_id"] == run["winner_id"]
     ]
     return store, run, winner
 
@@ -71,7 +61,7 @@ def test_new_shapes_start_from_the_first_runs_winner(first_run, tmp_path):
     _, run1, winner = first_run
     store = _copy(first_run, tmp_path)
     run2 = _optimize(tmp_path, "r2", store, _cases((1, 2048), (1, 512)), max_rounds=1)
-    (c001,) = _candidates(store, run2["run_id"])
+    (c001,) = run_candidates(store, run2["run_id"])
     assert c001["knobs"] == winner["knobs"]
     assert f"run {run1['run_id']}, {run1['winner_id']}" in c001["evidence"]
     assert "bundle: cases 1x1024, 1x800 → 1x2048, 1x512; same device" in c001["evidence"]
@@ -86,7 +76,7 @@ def test_a_seed_from_another_dtype_is_measured_then_the_local_search_takes_over(
     store = _copy(first_run, tmp_path)
     cases = _cases((1, 1024), (1, 800), dtype="float16")
     run2 = _optimize(tmp_path, "r2", store, cases, history_seeds=1)
-    c001, c002 = _candidates(store, run2["run_id"])
+    c001, c002 = run_candidates(store, run2["run_id"])
     assert c001["knobs"] == winner["knobs"] and "case parameters changed" in c001["evidence"]
     assert c001["outcome"] in ("promoted", "rejected")
     assert not c002["evidence"].startswith("nearest history")  # one seed, then the search
@@ -107,7 +97,7 @@ def test_another_triton_version_is_seeded_from_the_old_run(first_run, tmp_path, 
         {"a": run1["run_id"], "b": run2["run_id"]},
     ).column("measurement_key")
     assert len(set(keys.to_pylist())) == 2  # another measurement identity
-    (c001,) = _candidates(store, run2["run_id"])
+    (c001,) = run_candidates(store, run2["run_id"])
     assert c001["knobs"] == winner["knobs"]
     assert f"run {run1['run_id']}" in c001["evidence"]
     assert "same bundle; same device; Triton " in c001["evidence"] and "→ 9.9.0" in c001["evidence"]
@@ -126,8 +116,8 @@ def test_after_a_triton_upgrade_remeasure_re_measures_the_best_known_and_history
     )
     bundle_cases = _cases((1, 1024), (1, 800))
     run2 = _optimize(tmp_path, "r2", store, bundle_cases, "--provider", "remeasure", max_rounds=4)
-    again = _candidates(store, run2["run_id"])
-    promoted1 = [c for c in _candidates(store, run1["run_id"]) if c["outcome"] == "promoted"]
+    again = run_candidates(store, run2["run_id"])
+    promoted1 = [c for c in run_candidates(store, run1["run_id"]) if c["outcome"] == "promoted"]
     assert again and len(again) <= len(promoted1)
     assert {c["remeasures"] for c in again} <= {
         f"{run1['run_id']}/{c['candidate_id']}" for c in promoted1

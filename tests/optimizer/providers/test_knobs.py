@@ -17,7 +17,6 @@ from optimizer.providers.knobs import (
     KnobRole,
     apply_knobs,
     config_signature,
-    declared_space,
     find_knobs,
     knob_values,
     parse_signature,
@@ -214,15 +213,6 @@ def test_an_unparsable_source_or_an_unknown_knob_is_refused():
         apply_knobs(SOFTMAX, {"BLOCK_Q": 4})
     with pytest.raises(KnobError, match="not an integer"):
         apply_knobs(SOFTMAX, {"BLOCK": 6.5})  # type: ignore[dict-item]
-
-
-def test_a_declared_space_is_validated_and_sorted():
-    assert declared_space({"BLOCK": [256, 64, 64]}) == {"BLOCK": [64, 256]}
-    assert declared_space(None) == {}
-    with pytest.raises(KnobError, match="tuning_space.BLOCK"):
-        declared_space({"BLOCK": []})
-    with pytest.raises(KnobError, match="positive integer"):
-        declared_space({"num_warps": [4, "8"]})
 
 
 def test_a_signature_names_a_configuration_and_reads_back():

@@ -12,6 +12,7 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import nearest_config
 
 from optimizer.bundle.spec import CaseSpec, TargetSpec
@@ -19,9 +20,9 @@ from optimizer.decision.identity import source_hashes
 from optimizer.evaluation.launches import observed_values
 from optimizer.providers import ProviderOptions, registry
 from optimizer.providers.base import MeasuredCandidate, Proposal, ProviderContext, SearchExhausted
-from optimizer.providers.knobs import apply_knobs, find_knobs, knob_values
-from optimizer.providers.tune import TuneProvider
-from queries.models import NearestConfig
+from optimizer.providers.knobs import KnobError, apply_knobs, find_knobs, knob_values
+from optimizer.providers.tune import TuneProvider, declared_space
+from queries.models import Exclusion, NearestConfig
 from tlxstore.events import DeviceInfo, KernelLaunch
 
 REPO = Path(__file__).resolve().parents[3]
@@ -53,6 +54,7 @@ def context(
     launches: list[KernelLaunch] | None = None,
     nearest: list[NearestConfig] | None = None,
     history_seeds: int = 0,
+    exclusions: list[Exclusion] | None = None,
 ) -> ProviderContext:
     return ProviderContext(
         run_id=run_id,
@@ -77,6 +79,7 @@ def context(
         nearest=nearest or [],
         history_seeds=history_seeds,
         launches=launches or [],
+        exclusions=exclusions or [],
     )
 
 
@@ -310,6 +313,15 @@ def test_a_declared_tuning_space_is_the_whole_search():
     proposals, _, done = drive(SOFTMAX, interpreter_softmax, tuning_space=space)
     assert {p.knobs["BLOCK"] for p in proposals} <= {128, 256}
     assert isinstance(done, SearchExhausted)
+
+
+def test_a_declared_space_is_validated_and_sorted():
+    assert declared_space({"BLOCK": [256, 64, 64]}) == {"BLOCK": [64, 256]}
+    assert declared_space(None) == {}
+    with pytest.raises(KnobError, match="tuning_space.BLOCK"):
+        declared_space({"BLOCK": []})
+    with pytest.raises(KnobError, match="positive integer"):
+        declared_space({"num_warps": [4, "8"]})
 
 
 def test_a_kernel_without_knobs_exhausts_at_once():
@@ -567,7 +579,7 @@ def test_a_bad_seed_costs_only_itself_and_the_search_goes_on_from_the_incumbent(
 
 
 def test_a_seed_is_skipped_when_its_knobs_do_not_render_or_it_was_measured_here():
-    measured = [measured_block("r1", "c001", 2048, "rejected", 1.5, None)]
+    measured = [measured_block("r0", "c001", 2048, "rejected", 1.5, None)]  # another run
     nearest = [
         near(1, {"TILE": 64}),  # a knob this kernel does not have (an edit renamed it)
         near(2, {"BLOCK": 2048}),  # measured under this identity already
@@ -577,3 +589,19 @@ def test_a_seed_is_skipped_when_its_knobs_do_not_render_or_it_was_measured_here(
     result = TuneProvider().propose(ctx, lambda e: None)
     assert isinstance(result, Proposal) and result.knobs == {"BLOCK": 1024}
     assert "nearest history #3 (seed 1 of 1)" in result.evidence
+
+
+def test_a_new_provider_counts_the_seeds_the_run_already_holds_as_after_a_resume():
+    """The seeds a run proposed are read from its candidates, not from the provider's process:
+    a run resumed after its one seed (a new TuneProvider) goes on with the search, not with the
+    next configuration of the nearest history."""
+    nearest = [near(1, {"BLOCK": 2048}), near(2, {"BLOCK": 1024})]
+    seeded = [measured_block("r1", "c001", 2048, "promoted", 9.0, (8.5, 9.5))]
+    parent = apply_knobs(SOFTMAX, {"BLOCK": 2048})
+    ctx = context(SOFTMAX, seeded, parent=parent, run_id="r1", nearest=nearest, history_seeds=1)
+    result = TuneProvider().propose(ctx, lambda e: None)
+    assert isinstance(result, Proposal) and not result.evidence.startswith("nearest history")
+    two = ctx.model_copy(update={"history_seeds": 2})  # a budget of two: the second is next
+    second = TuneProvider().propose(two, lambda e: None)
+    assert isinstance(second, Proposal) and second.knobs == {"BLOCK": 1024}
+    assert "nearest history #2 (seed 2 of 2)" in second.evidence

@@ -38,8 +38,8 @@ def _tile(k: dict[str, int]) -> tuple[int, ...]:
     return (k["BLOCK_M"], k["BLOCK_N"], k["BLOCK_K"], k["num_warps"], k["num_stages"])
 
 
-@pytest.fixture(scope="module")
-def landscape():
+def read_landscape():
+    """(median us per tile/warps/stages point, GROUP_M's factor, torch.matmul's us)."""
     raw = json.loads(gzip.decompress(RAW.read_bytes()))
     phases = raw["phases"]
     screen = {
@@ -59,10 +59,15 @@ def landscape():
     return screen, group, raw["references_us"][CASE]["torch_us"]
 
 
-def run_search(landscape, noise: float, seed: int, limit: int = 36):
-    """Drive tune on the table; returns the fraction of torch.matmul of the best configuration
-    measured after each candidate (by the table's value, not the noisy one)."""
-    screen, group, torch_us = landscape
+@pytest.fixture(scope="module")
+def landscape():
+    return read_landscape()
+
+
+def landscape_cost(landscape, noise: float, seed: int):
+    """(the table's time of a configuration, a measurement of it with `noise` of a fixed seed);
+    None outside the measured box (a failed build)."""
+    screen, group, _ = landscape
     rng = random.Random(seed)
 
     def true_us(k: dict[str, int]) -> float | None:
@@ -73,6 +78,14 @@ def run_search(landscape, noise: float, seed: int, limit: int = 36):
         t = true_us(k)
         return None if t is None else t * (1 + rng.gauss(0, noise))
 
+    return true_us, measured_us
+
+
+def run_search(landscape, noise: float, seed: int, limit: int = 36):
+    """Drive tune on the table; returns the fraction of torch.matmul of the best configuration
+    measured after each candidate (by the table's value, not the noisy one)."""
+    torch_us = landscape[2]
+    true_us, measured_us = landscape_cost(landscape, noise, seed)
     proposals, _, _ = drive(MATMUL, measured_us, backend="cuda", cases=CASES, limit=limit)
     best = true_us(knob_values(MATMUL))
     assert best is not None
