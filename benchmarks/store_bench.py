@@ -15,7 +15,9 @@ Measures, each with the real library calls:
   fetch_shared calls; also as three separate calls), through one Store object as the loop
   makes them (its replica current: nothing written since); the same lookups right after
   another Store ingested a candidate (the replica's refresh included); the replica's build
-  time (the first lookup of a process) and memory;
+  time (the first lookup of a process) and memory; the nearest history of one run
+  (lookups.nearest_configs, read once a run: every generated run has the same kernel, so each
+  of the others is a run it may draw from), the median of several calls;
 - the time to replay a 1,000-candidate run: fold(store.run_envelopes(run)) on the big store.
 
 Usage: python benchmarks/store_bench.py [--scale 1.0] [--workdir DIR] [--out benchmarks/results]
@@ -279,6 +281,30 @@ def bench_lookups(
     }
 
 
+def bench_nearest(store: Store, run_id: str, calls: int = 5) -> dict[str, float]:
+    """The nearest history of one run as the loop reads it once a run (lookups.nearest_configs:
+    the configurations other runs promoted for its kernel, top 10), `calls` times; every
+    generated run has the same kernel and architecture family, so each of the others is a
+    candidate source of its history."""
+    lat, cpu = [], []
+    for _ in range(calls):
+        c0, t0 = time.process_time(), time.perf_counter()
+        nearest = lookups.nearest_configs(store, run_id)
+        lat.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.process_time() - c0) * 1000)
+        assert nearest, "every generated run has a nearest history"
+    return {
+        "p50_ms": p50(lat),
+        "first_ms": lat[0],  # what a run pays: it reads its nearest history once
+        "max_ms": max(lat),
+        # CPU time of the process (DuckDB's threads with it): on a shared VM the wall time
+        # counts the other workers too
+        "cpu_p50_ms": p50(cpu),
+        "calls": calls,
+        "rows": len(nearest),
+    }
+
+
 def bench_lookups_after_write(
     store: Store, writer: Store, keys: int, calls: int = 30
 ) -> dict[str, float]:
@@ -398,6 +424,7 @@ def main() -> None:
     res["replica_build_s"] = time.perf_counter() - t0  # first lookup of a process
     res["lookups"] = bench_lookups(big, runs, cands, keys)
     res["lookups_after_write"] = bench_lookups_after_write(big, Store(big_path), keys)
+    res["nearest"] = {**bench_nearest(big, f"rb{runs // 2:07d}"), "runs": runs}
     res["rss_after_lookups_bytes"] = _rss_bytes()
     res["replica_bytes"] = replica_of(big).nbytes()
     res["replay"] = bench_replay(big)
@@ -527,6 +554,13 @@ def render(res: dict) -> str:
         (
             "prompt context right after that refresh, p50",
             f"{res['lookups_after_write']['context_after_refresh_p50_ms']:.1f} ms",
+        ),
+        (
+            f"nearest history of one run (lookups.nearest_configs, top 10 of the "
+            f"{res['nearest']['runs'] - 1:,} other runs of its kernel), p50 of "
+            f"{res['nearest']['calls']} (the first call; the slowest; CPU time, p50)",
+            f"{res['nearest']['p50_ms']:.0f} ms ({res['nearest']['first_ms']:.0f} ms; "
+            f"{res['nearest']['max_ms']:.0f} ms; {res['nearest']['cpu_p50_ms']:.0f} ms)",
         ),
         (
             "first lookup of a process (builds the replica from the store)",

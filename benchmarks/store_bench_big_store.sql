@@ -2,7 +2,8 @@
 -- getvariable('cands') candidates, 2 cases x 5 samples each, getvariable('keys') measurement keys
 -- (run r uses key r % keys, so one key spans runs/keys runs). Every candidate has 6 events:
 -- SourceStored, CandidateProposed, BenchmarkSampled x2, DecisionMade, and ExclusionRecorded
--- (rejected/failed) or CaseVerified (promoted). Payloads are valid events of schema v1, so the
+-- (rejected/failed) or CaseVerified (promoted). Payloads are valid events (RunStarted v3, with its
+-- bundle's case parameters, which nearest_runs compares; the rest v1), so the
 -- generated runs fold like real ones; the projection tables are filled as ingest fills them
 -- (tlx_key comes from tlxstore/sql/macros.sql, run first). Event ids are shaped as new_event_id makes
 -- them (UUIDv7: 48 bits of the event's time in ms first), so they sort by time as live ones do; every
@@ -10,6 +11,13 @@
 
 CREATE TEMPORARY MACRO gen_id(ts, s) AS
     printf('%012x', epoch_ms(ts)) || '7' || substr(md5(s), 1, 3) || '8' || substr(md5(s), 4, 15);
+
+-- the case parameters of bundle k (RunStarted.case_parameters): two cases whose shapes and dtype
+-- vary with the bundle, as cases.json gives them
+CREATE TEMPORARY MACRO gen_cases(k) AS printf(
+    '{"small":{"n_rows":%d,"n_cols":%d,"dtype":"%s"},"large":{"n_rows":%d,"n_cols":%d,"dtype":"%s"}}',
+    1 << (k % 7), 1 << (6 + k % 9), CASE WHEN k % 2 = 0 THEN 'float16' ELSE 'float32' END,
+    1 << (4 + k % 5), 1 << (10 + k // 100), CASE WHEN k % 2 = 0 THEN 'float16' ELSE 'float32' END);
 
 CREATE TEMPORARY TABLE gen AS
 SELECT
@@ -33,10 +41,11 @@ INSERT INTO events
 SELECT * EXCLUDE (r), tlx_id_key(event_id), r FROM (
 SELECT gen_id(TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(CAST(r AS BIGINT)), printf('rb%07d', r) || '/0') AS event_id,
        printf('rb%07d', r), 0,
-       TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(CAST(r AS BIGINT)), 'RunStarted', 1,
-       printf('{"argv":["tlxdb","optimize","--kernel","k.py"],"host":"bench-host","device":{"kind":"NVIDIA H200","backend":"cuda","architecture":"sm_90","num_sms":132,"l2_bytes":null},"tool_versions":{"tlxdb":"0.1.0","python":"3.12","triton":"3.6.0","torch":"2.11.0","cuda":null,"duckdb":null},"thresholds":{"max_rounds":5,"candidates_per_round":20,"max_candidate_seconds":600.0,"max_total_seconds":3600.0,"min_speedup":1.01,"max_cv":0.1,"benchmark_repetitions":10},"provider":"tune","model":null,"kernel_path":"/k/kernel.py","kernel_sha256":"%s","bundle_files":{"harness.py":"%s"},"bundle_digest":"%s","measurement_key":"%s","output_dir":"/out/rb%07d","prior_runs":[],"resumed_from":null,"label":null}',
+       TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(CAST(r AS BIGINT)), 'RunStarted', 3,
+       printf('{"argv":["tlxdb","optimize","--kernel","k.py"],"host":"bench-host","device":{"kind":"NVIDIA H200","backend":"cuda","architecture":"sm_90","num_sms":132,"l2_bytes":null},"tool_versions":{"tlxdb":"0.1.0","python":"3.12","triton":"3.6.0","torch":"2.11.0","cuda":null,"duckdb":null},"thresholds":{"max_rounds":5,"candidates_per_round":20,"max_candidate_seconds":600.0,"max_total_seconds":3600.0,"min_speedup":1.01,"max_cv":0.1,"benchmark_repetitions":10},"provider":"tune","model":null,"kernel_path":"/k/kernel.py","kernel_sha256":"%s","bundle_files":{"harness.py":"%s"},"bundle_digest":"%s","measurement_key":"%s","output_dir":"/out/rb%07d","prior_runs":[],"resumed_from":null,"label":null,"case_parameters":%s}',
               'sha256:' || sha256('kernel' || r), 'sha256:' || sha256('harness' || (r % getvariable('keys'))),
-              'sha256:' || sha256('bundle' || (r % getvariable('keys'))), 'sha256:' || sha256('key' || (r % getvariable('keys'))), r),
+              'sha256:' || sha256('bundle' || (r % getvariable('keys'))), 'sha256:' || sha256('key' || (r % getvariable('keys'))), r,
+              gen_cases(r % getvariable('keys'))),
        r
 FROM range(getvariable('runs')) a(r)
 );
@@ -46,6 +55,10 @@ SELECT printf('rb%07d', r), TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(CA
        'cuda', 'tune', NULL, '/k/kernel.py', 'sha256:' || sha256('kernel' || r), 'sha256:' || sha256('bundle' || (r % getvariable('keys'))),
        'sha256:' || sha256('key' || (r % getvariable('keys'))), printf('/out/rb%07d', r), NULL, '3.6.0', '2.11.0',
        'sm_90', 132, '0.1.0', NULL, NULL, 'k/kernel.py', 'kernel'
+FROM range(getvariable('runs')) a(r);
+
+INSERT INTO proj_run_inputs
+SELECT printf('rb%07d', r), gen_cases(r % getvariable('keys'))::JSON, []
 FROM range(getvariable('runs')) a(r);
 
 INSERT INTO events
@@ -113,7 +126,7 @@ FROM gen WHERE outcome <> 'promoted';
 
 INSERT INTO proj_samples
 SELECT run_id, candidate_id, CASE k WHEN 0 THEN 'small' ELSE 'large' END, 'round', 0, CAST(i AS INTEGER),
-       round((100.0 + 900.0 * k) / speedup * (1 + i / 200.0), 3), seq0 + 2 + k
+       round((100.0 + 900.0 * k) / speedup * (1 + i / 200.0), 3), seq0 + 2 + k, NULL  -- window_id: measured alone
 FROM gen, range(2) cs(k), range(5) sm(i)
 ORDER BY r, c, k, i;
 

@@ -3,6 +3,11 @@
 `views/<name>.sql` is a view (a SELECT over the store's tables); `statements/<name>.sql` is a
 parameterized lookup the loop makes (see lookups.py). A query sees exactly the views it names,
 defined as temporary views on its read-only connection.
+
+A view may name parameters (`$name`, each cast to its type): as a view, and as the store file
+holds it, each is NULL, which the view reads as "no restriction"; `bound_report` runs a report
+over the view with them bound, so a lookup that wants one run's rows restricts the view's own
+joins rather than filtering what it computed for every run.
 """
 
 from __future__ import annotations
@@ -35,12 +40,21 @@ def names() -> tuple[str, ...]:
     return tuple(sorted(p.name[:-4] for p in _folder("views").iterdir() if p.name.endswith(".sql")))
 
 
+_PARAMETER = re.compile(r"\$[A-Za-z_]\w*")
+
+
 @cache
-def view_sql(name: str) -> str:
-    """The SELECT of one view; KeyError for an unknown name."""
+def _view_text(name: str) -> str:
+    """One view's file: its SELECT with the parameters it names; KeyError for an unknown name."""
     if name not in names():
         raise KeyError(f"no view {name!r}; views: {', '.join(names())}")
     return _folder("views").joinpath(f"{name}.sql").read_text()
+
+
+@cache
+def view_sql(name: str) -> str:
+    """The SELECT of one view, each parameter it names NULL; KeyError for an unknown name."""
+    return _PARAMETER.sub("NULL", _view_text(name))
 
 
 @cache
@@ -59,6 +73,20 @@ def report(
     statements = [(t, {k: v for k, v in params.items() if f"${k}" in t}) for t in texts]
     tables = store.query_many(statements, views=views)
     return {n: t.to_pylist() for n, t in zip(names, tables, strict=True)}
+
+
+def bound_report(
+    store: Store, name: str, view: str, params: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Run report query `name` (reports/<name>.sql, one SELECT without a WITH of its own) over
+    `view` with the view's parameters bound from `params` as the report's are: the view's SELECT
+    is a CTE of the query under the view's name, where the view would read each as NULL."""
+    text = report_sql(name)
+    sql = f'WITH "{view}" AS (\n{_view_text(view)}\n)\n{text}'
+    views = {n: body for n, body in views_for(sql).items() if n != view}
+    used = {k: v for k, v in params.items() if f"${k}" in sql}
+    (table,) = store.query_many([(sql, used)], views=views)
+    return table.to_pylist()
 
 
 @cache

@@ -158,17 +158,17 @@ def prompt_context(
 
 def nearest_configs(store: Store, run_id: str, limit: int = 10) -> list[NearestConfig] | None:
     """The configurations other runs promoted for this run's kernel, nearest first (the view
-    nearest_history, read once per run: it pools and compares runs, not a per-candidate lookup);
-    None while the store does not hold the run yet."""
-    (rows,) = queries.report(
-        store, ["nearest_configs"], {"run_id": run_id, "limit": limit}
-    ).values()
-    if not rows:
+    nearest_history's rows for this run, the first `limit`; read once per run: it pools and
+    compares runs, not a per-candidate lookup); None while the store does not hold the run yet.
+    Two visits: which runs the first `limit` come from (reports/nearest_reach.sql), then the
+    view with its parameters bound to those, so only they and their estimates are read."""
+    params: dict[str, Any] = {"run_id": run_id, "limit": limit}
+    (reach,) = queries.report(store, ["nearest_reach"], params)["nearest_reach"]
+    if not reach["known"]:
         return None
+    if not reach["from_runs"]:
+        return []
+    rows = queries.bound_report(store, "nearest_configs", "nearest_history", params | reach)
     return _NEAREST.validate_python(
-        [
-            {**row, "knobs": json.loads(row["knobs"]) if row["knobs"] else {}}
-            for row in rows
-            if row["rank"] is not None
-        ]
+        [{**row, "knobs": json.loads(row["knobs"]) if row["knobs"] else {}} for row in rows]
     )

@@ -1,7 +1,4 @@
--- The configurations nearest_history ranks for one run, nearest first (at most $limit); a run
--- the store holds but with no nearest history gives one row of NULLs, an unknown run none.
-SELECT n.* EXCLUDE (run_id)
-FROM (SELECT run_id FROM proj_runs WHERE run_id = $run_id) r
-LEFT JOIN nearest_history n ON n.run_id = r.run_id
-ORDER BY n.rank
-LIMIT $limit
+-- The configurations nearest_history ranks for one run, nearest first (at most $limit), read with
+-- the view's parameters bound (queries.bound_report): the run, and the runs its first rows come
+-- from and their measurement keys, as nearest_reach found them.
+SELECT * EXCLUDE (run_id) FROM nearest_history ORDER BY rank LIMIT $limit

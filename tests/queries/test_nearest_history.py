@@ -5,11 +5,15 @@ versions, an edited source); other architecture families left out unless named w
 
 from __future__ import annotations
 
+import json
+import random
 from typing import Any
 
 import pytest
 
+import queries
 from queries import lookups
+from queries.models import NearestConfig
 from tlxstore.events import (
     BASELINE_ID,
     BundleValidated,
@@ -17,12 +21,13 @@ from tlxstore.events import (
     Event,
     Outcome,
     RunFinished,
+    RunStarted,
     StoppingReason,
     ToolVersions,
 )
-from tlxstore.hashing import digest_json
+from tlxstore.hashing import digest_json, digest_text
 from tlxstore.store import Store
-from tlxstore.testing import candidate_events, ingest_run, run_started
+from tlxstore.testing import candidate_events, decided, ingest_run, run_started
 
 H200 = DeviceInfo(kind="NVIDIA H200", backend="cuda", architecture="sm_90")
 H100 = DeviceInfo(kind="NVIDIA H100", backend="cuda", architecture="sm_90a")
@@ -31,6 +36,29 @@ A100 = DeviceInfo(kind="NVIDIA A100", backend="cuda", architecture="sm_80")
 
 def _cases(n_cols: int, dtype: str = "float32") -> dict[str, dict[str, Any]]:
     return {f"4x{n_cols}": {"n_rows": 4, "n_cols": n_cols, "dtype": dtype}}
+
+
+def _started(
+    cases: dict[str, dict[str, Any]],
+    *,
+    device: DeviceInfo = H200,
+    triton: str = "3.4.0",
+    kernel_path: str = "/k/softmax/kernel.py",
+    prior_runs: tuple[str, ...] = (),
+) -> RunStarted:
+    """A run's start; the bundle is named by its cases, so equal cases are one bundle."""
+    bundle = digest_json(cases)
+    return run_started().model_copy(
+        update={
+            "device": device,
+            "tool_versions": ToolVersions(tlxdb="0.1", python="3.11", triton=triton, torch="2.13"),
+            "kernel_path": kernel_path,
+            "bundle_digest": bundle,
+            "measurement_key": digest_json([device.kind, triton, "2.13", bundle]),
+            "case_parameters": cases,
+            "prior_runs": list(prior_runs),
+        }
+    )
 
 
 def _run(
@@ -43,19 +71,9 @@ def _run(
     kernel_path: str = "/k/softmax/kernel.py",
     prior_runs: tuple[str, ...] = (),
 ) -> list[Event]:
-    """A run of one kernel whose only candidate (BLOCK=winner_block) was promoted; the bundle is
-    named by its cases, so equal cases are one bundle."""
-    bundle = digest_json(cases)
-    started = run_started().model_copy(
-        update={
-            "device": device,
-            "tool_versions": ToolVersions(tlxdb="0.1", python="3.11", triton=triton, torch="2.13"),
-            "kernel_path": kernel_path,
-            "bundle_digest": bundle,
-            "measurement_key": digest_json([device.kind, triton, "2.13", bundle]),
-            "case_parameters": cases,
-            "prior_runs": list(prior_runs),
-        }
+    """A run of one kernel whose only candidate (BLOCK=winner_block) was promoted."""
+    started = _started(
+        cases, device=device, triton=triton, kernel_path=kernel_path, prior_runs=prior_runs
     )
     events: list[Event] = [started, BundleValidated(passed=True, checks=[])]
     events += candidate_events(BASELINE_ID, f"def kernel(): pass  # {base}")
@@ -131,3 +149,64 @@ def test_new_case_names_are_named_and_a_run_without_history_has_none(store):
     ingest_run(store, "alone", _run(2, _cases(1024), kernel_path="/k/alone/kernel.py"))
     assert lookups.nearest_configs(store, "alone") == []
     assert lookups.nearest_configs(store, "not-a-run") is None  # not in the store yet
+
+
+def _many_runs(store: Store, n_runs: int, seed: int) -> list[str]:
+    """Runs of two kernels on three shapes, two GPUs of a family and one of another, two Tritons
+    and an edited source, some naming an earlier run with --prior-run; each decides a few sources
+    of a small pool (with 99% CIs), so sources recur across runs (pooled, ranked at their nearest
+    run), within one (two promotions of one source) and tie on distance."""
+    rng = random.Random(seed)
+    shapes = [_cases(1024), _cases(512), _cases(1024, "float16")]
+    run_ids: list[str] = []
+    for i in range(n_runs):
+        base = rng.choice(["base", "base", "edited"])
+        started = _started(
+            rng.choice(shapes),
+            device=rng.choice([H200, H200, H100, A100]),
+            triton=rng.choice(["3.3.0", "3.4.0"]),
+            kernel_path=rng.choice(["/k/softmax/kernel.py", "/k/rmsnorm/kernel.py"]),
+            prior_runs=tuple(rng.sample(run_ids, 1)) if run_ids and rng.random() < 0.2 else (),
+        )
+        events: list[Event] = [started, *candidate_events(BASELINE_ID, f"pass  # {base}")]
+        for c in range(rng.randint(0, 5)):
+            block = rng.choice([16, 32, 64, 128, 256, 512])
+            speedup = rng.choice([1.05, 1.1, 1.2, 1.3])
+            outcome = Outcome.PROMOTED if rng.random() < 0.7 else Outcome.REJECTED
+            half = rng.choice([0.02, 0.05])
+            events += decided(
+                f"c{c:03d}",
+                digest_text(f"BLOCK={block}  # {base}"),
+                outcome,
+                speedup,
+                (speedup - half, speedup + half),
+            )
+        run_id = f"r{i:02d}"
+        ingest_run(store, run_id, events)
+        run_ids.append(run_id)
+    return run_ids
+
+
+def test_the_lookup_reads_exactly_the_views_first_rows_of_each_run(tmp_path):
+    """nearest_configs reads only the runs within reach of the first `limit` rows and their
+    estimates (queries/reports/nearest_reach.sql, then the view with its parameters bound): its
+    rows are the view's, for every run of the store and every limit."""
+    store = Store(tmp_path / "s.duckdb")
+    run_ids = _many_runs(store, 12, seed=3)
+    view = queries.query(store, "SELECT * FROM nearest_history ORDER BY run_id, rank").to_pylist()
+    fields = set(NearestConfig.model_fields)
+    ranked = 0
+    for run_id in run_ids:
+        rows = [
+            {**{f: r[f] for f in fields}, "knobs": json.loads(r["knobs"] or "{}")}
+            for r in view
+            if r["run_id"] == run_id
+        ]
+        ranked += len(rows) > 3
+        for limit in (1, 2, 3, 5, 100):
+            near = lookups.nearest_configs(store, run_id, limit=limit)
+            assert near is not None
+            assert [n.model_dump(include=fields) for n in near] == rows[:limit], (
+                f"{run_id}, limit {limit}"
+            )
+    assert ranked >= 4  # several runs rank more rows than the smaller limits read
