@@ -260,7 +260,7 @@ def stores(draw) -> list[list[Envelope]]:
     """The logs of up to 25 runs that share one measurement key (and so one another's sources)."""
     logs: list[list[Envelope]] = []
     seen: list[tuple[str, str]] = []
-    for r in range(draw(st.integers(1, 25))):
+    for r in range(draw(st.integers(1, 24))):
         run_id = f"r{r:02d}"
         events, pairs = draw(runs(run_id, seen))
         logs.append(envelopes(run_id, events, at=datetime(2026, 12, 1, r, tzinfo=UTC)))
