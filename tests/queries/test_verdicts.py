@@ -257,7 +257,7 @@ def runs(draw, run_id: str, earlier: list[tuple[str, str]]) -> tuple[list[Event]
 
 @st.composite
 def stores(draw) -> list[list[Envelope]]:
-    """The logs of up to 25 runs that share one measurement key (and so one another's sources)."""
+    """The logs of up to 24 runs that share one measurement key (and so one another's sources)."""
     logs: list[list[Envelope]] = []
     seen: list[tuple[str, str]] = []
     for r in range(draw(st.integers(1, 24))):
