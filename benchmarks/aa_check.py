@@ -314,7 +314,7 @@ def figure(summary: dict[str, Any], path: Path) -> None:
     )
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=72)
     plt.close(fig)
 
 

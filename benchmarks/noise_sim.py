@@ -254,7 +254,7 @@ def _figure(results: dict, path: Path) -> None:
     right.set_title(f"A/A ({results['aa_trials']} decisions per model)")
     right.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=72)
 
 
 def main() -> int:

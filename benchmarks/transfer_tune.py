@@ -176,6 +176,15 @@ def phase_first(args: argparse.Namespace) -> int:
     first, _, _, _ = tune("first", args.out, store, args.target, args.first_rounds, share)
     left = None if total is None else total - (time.monotonic() - started)
     warm, _, start, _ = tune("warm", args.out, store, args.target, args.warm_rounds, left)
+    write_first(args, store, first, warm, start)
+    return 0 if first["run_id"] and warm["run_id"] else 1
+
+
+def write_first(
+    args: argparse.Namespace, store: Path, first: dict, warm: dict, start: Path
+) -> None:
+    """DIR/transfer_first.json (run 1's and the warm run's summaries, the warm seeds that came
+    from run 1) and DIR/warm_best.py (the warm winner's source; the start's where none won)."""
     (args.out / "warm_best.py").write_text(best_source(warm, args.out, start))
     report = {
         "environment": environment(),
@@ -185,7 +194,6 @@ def phase_first(args: argparse.Namespace) -> int:
         "warm_seeds_from_first": [s for s in warm["seeds"] if s["from_run_id"] == first["run_id"]],
     }
     (args.out / "transfer_first.json").write_text(json.dumps(report, indent=1))
-    return 0 if first["run_id"] and warm["run_id"] else 1
 
 
 def phase_again(args: argparse.Namespace) -> int:
@@ -214,15 +222,7 @@ def phase_again(args: argparse.Namespace) -> int:
         None if total is None else total * args.warm_rounds / (args.warm_rounds + args.cold_rounds)
     )
     warm, _, start, _ = tune("warm", args.out, store, args.target, args.warm_rounds, share)
-    (args.out / "warm_best.py").write_text(best_source(warm, args.out, start))
-    report = {
-        "environment": environment(),
-        "target": args.target,
-        "store": str(store),
-        "runs": [first, warm],
-        "warm_seeds_from_first": [s for s in warm["seeds"] if s["from_run_id"] == first["run_id"]],
-    }
-    (args.out / "transfer_first.json").write_text(json.dumps(report, indent=1))
+    write_first(args, store, first, warm, start)
     args.warm_best, args.first_summary = args.out / "warm_best.py", args.out / "transfer_first.json"
     if total is not None:
         args.max_total_seconds = max(total - (time.monotonic() - started), 1.0)

@@ -26,7 +26,7 @@
 #   TRANSFER_TARGET=host OUT=/tmp/out PYTHON=.venv/bin/python \
 #     TRANSFER_ARGS="--first-rounds 3 --warm-rounds 2" bash benchmarks/device/h200_transfer.sh first 600
 set -uo pipefail
-phase=${1:?PHASE: first or cold}
+phase=${1:?PHASE: first, cold or again}
 limit=${2:-500}
 warm_best=${3:-}
 target=${TRANSFER_TARGET:-hopper}
@@ -57,7 +57,7 @@ case "$phase" in
     [ -f "$warm_best/manifest.json" ] || { echo "h200_transfer: again needs run 1's export folder" >&2; exit 1; }
     args+=(--first-export "$warm_best" --first-summary "$(dirname "$warm_best")/transfer_first.json")
     ;;
-  *) echo "h200_transfer: PHASE is first or cold, not $phase" >&2; exit 1 ;;
+  *) echo "h200_transfer: PHASE is first, cold or again, not $phase" >&2; exit 1 ;;
 esac
 budget=$((limit - margin))
 [ "$budget" -ge 30 ] || budget=30

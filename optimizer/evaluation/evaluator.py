@@ -42,7 +42,7 @@ from optimizer.evaluation.requests import (
     HarnessBundle,
     HarnessInvalidError,
 )
-from optimizer.evaluation.session import ChildGone, Session, last_line, tail
+from optimizer.evaluation.session import ChildGone, Session, last_line
 from tlxstore.config import settings
 from tlxstore.events import (
     FailureKind,
@@ -326,10 +326,11 @@ class Evaluator:
     def _rebuilt(self, members: list[tuple[Run, str]], req: EvalRequest) -> list[tuple[Run, str]]:
         """The members built again in their child under new keys (the harness loads each source
         anew: another module, another launch path, other allocations), recorded in the window
-        remeasure_window(candidate). Measured on the H200 (benchmarks/results/h200_noise_2026-
-        12-04/): in A/A windows of a launch-bound 14 us case, one instance of a kernel ran 3-4%
-        faster than another instance of it in every block of a window, and not in the next
-        window; one window's blocks cannot show that, a second window of new instances does."""
+        remeasure_window(candidate). Seen on the H200 (an A/A call on 2026-12-04 whose files were
+        lost; issue 27's note has its numbers): on a launch-bound 4M+3-element case, one instance
+        of a kernel ran 0.4-4% faster than the incumbent's instance in all 6 blocks of a window
+        (1.022x, 99% CI 1.000-1.025: promoted). One window's blocks cannot show that a gap
+        belongs to the instances, not the sources; a second window of new instances does."""
         run = members[0][0]
         sources = {r.candidate_id: r.source for r in req.references} | {run.cid: req.source}
         window = remeasure_window(run.cid)
@@ -361,16 +362,12 @@ class Evaluator:
             return
         detail = last_line(str(reply.get("diagnostics") or reply.get("error") or ""))
         what = "it" if run.cid == req.candidate_id else f"the reference {run.cid}"
-        run.emit(
-            InfrastructureFailed(
-                candidate_id=req.candidate_id,
-                stage="build",
-                kind=FailureKind.HARNESS_ERROR,
-                retryable=False,
-                diagnostics=tail(f"{what} did not build {how}: {detail}"),
-            )
+        run.fail(
+            req.candidate_id,
+            "build",
+            f"{what} did not build {how}: {detail}",
+            f"{what} did not build {how}",
         )
-        raise Stop(f"{what} did not build {how}")
 
     # ---- final revalidation ----------------------------------------------------------------
     def revalidate(

@@ -26,7 +26,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from optimizer.bundle.spec import CaseSpec
 from optimizer.decision import machine, stats
@@ -103,6 +103,19 @@ class Run:
         other = copy.copy(self)
         other.window_id = window_id
         return other
+
+    def fail(self, candidate_id: str, stage: str, detail: str, reason: str) -> NoReturn:
+        """Record a harness error of `candidate_id` at `stage` and stop the evaluation."""
+        self.emit(
+            InfrastructureFailed(
+                candidate_id=candidate_id,
+                stage=stage,
+                kind=FailureKind.HARNESS_ERROR,
+                retryable=False,
+                diagnostics=tail(detail),
+            )
+        )
+        raise Stop(reason)
 
     def call(self, msg: dict[str, Any]) -> dict[str, Any]:
         """One command's reply; a function the candidate replaced during it stops the evaluation."""
@@ -216,16 +229,12 @@ class Run:
             detail = str(reply.get("error"))
             if reply.get("traceback"):
                 detail += "\n" + str(reply["traceback"])
-            self.emit(
-                InfrastructureFailed(
-                    candidate_id=self.cid,
-                    stage="benchmark",
-                    kind=FailureKind.HARNESS_ERROR,
-                    retryable=False,
-                    diagnostics=tail(f"case {case.case_id}: {detail}"),
-                )
+            self.fail(
+                self.cid,
+                "benchmark",
+                f"case {case.case_id}: {detail}",
+                f"the harness benchmark failed on case {case.case_id}: {last_line(detail)}",
             )
-            raise Stop(f"the harness benchmark failed on case {case.case_id}: {last_line(detail)}")
         samples = [float(s) for s in reply["samples_us"]]
         self.declared[case.case_id] = (reply.get("bytes_moved"), reply.get("flops"))
         self.emit(
