@@ -26,6 +26,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import copy
 import queue
 import threading
 import time
@@ -84,6 +85,7 @@ from tlxstore.events import (
     SourceStored,
     StoppingReason,
     Thresholds,
+    new_event_id,
     replicate_window,
 )
 from tlxstore.fold import CandidateState, RunState, fold
@@ -342,6 +344,7 @@ class RunLoop:
         self.state = RunState()
         for env in self.envelopes:
             self.state.apply(env)
+        self._state_lock = threading.Lock()  # a parallel run's workers copy the state under it
         self._uningested: list[Envelope] = []
         self._t0 = time.monotonic() - elapsed_before_s
         self._exhausted: str | None = None
@@ -374,7 +377,8 @@ class RunLoop:
     def append(self, *events: Event) -> None:
         envs = self.log.append(events)
         for env in envs:
-            self.state.apply(env)
+            with self._state_lock:
+                self.state.apply(env)
             self.envelopes.append(env)
             if self.s.observer is not None:
                 self.s.observer(env, self.state)
@@ -838,18 +842,7 @@ class RunLoop:
             try:
                 for done in as_completed(futures):
                     m = done.result()
-                    self.append(
-                        DeviceEvaluated(
-                            candidate_id=m.candidate_id,
-                            device=m.device,
-                            simulated=self.s.devices.assigned.simulated,
-                            pinned=self.s.devices.evaluator(m.device).pin,
-                            started_at=m.started_at,
-                            finished_at=m.finished_at,
-                            events=len(m.events),
-                        ),
-                        *m.events,
-                    )
+                    self.append(self._device_evaluated(m), *m.events)
                     self.ingest()
             except BaseException:
                 stopping.set()
@@ -863,6 +856,19 @@ class RunLoop:
         # run's own device), which must not overlap another candidate's benchmark there.
         while (nxt := plan(self.state, self.s.thresholds, self.budget())).step is Step.DECIDE:
             self._decide(nxt)
+
+    def _device_evaluated(self, m: _Measured) -> DeviceEvaluated:
+        """The event that opens an evaluation's batch of events: the device it ran on, when."""
+        assert self.s.devices is not None
+        return DeviceEvaluated(
+            candidate_id=m.candidate_id,
+            device=m.device,
+            simulated=self.s.devices.assigned.simulated,
+            pinned=self.s.devices.evaluator(m.device).pin,
+            started_at=m.started_at,
+            finished_at=m.finished_at,
+            events=len(m.events),
+        )
 
     def _measure(
         self,
@@ -878,11 +884,42 @@ class RunLoop:
             events: list[Event] = []
             started = datetime.now(UTC)
             if not stopping.is_set():
-                self.s.devices.evaluator(dev).evaluate(req, events.append)
+                cid = req.candidate_id
+                self.s.devices.evaluator(dev).evaluate(
+                    req,
+                    events.append,
+                    second_window=None
+                    if cid == BASELINE_ID
+                    else lambda: self._owes_second_window(cid, dev, events),
+                )
             return _Measured(req.candidate_id, dev, started, datetime.now(UTC), events)
         finally:
             if device is None:
                 free.put(dev)
+
+    def _owes_second_window(self, cid: str, device: str, first_window: list[Event]) -> bool:
+        """policy.owes_second_window for a candidate a worker thread measured on `device`: asked
+        of a copy of the run's state with the first window's events (collected there, appended
+        only when the evaluation ends) applied as the loop will append them, after their
+        DeviceEvaluated. The copy is the state of the moment: the decisions of this round come
+        after every evaluation of it, so the incumbent is the one the candidate was measured
+        beside."""
+        with self._state_lock:
+            state = copy.deepcopy(self.state)
+        run_id, now = state.run_id, datetime.now(UTC)
+        assert run_id is not None
+        opened = self._device_evaluated(_Measured(cid, device, now, now, first_window))
+        for event in [opened, *first_window]:
+            state.apply(
+                Envelope(
+                    event_id=new_event_id(),
+                    run_id=run_id,
+                    seq=state.last_seq + 1,
+                    recorded_at=now,
+                    event=event,  # type: ignore[arg-type]  # any event; the union is the same set
+                )
+            )
+        return policy.owes_second_window(state, cid, self.s.thresholds, *self._weights())
 
     def _retry(self, nxt: Next) -> None:
         cid = nxt.candidate_id

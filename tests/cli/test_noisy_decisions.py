@@ -234,13 +234,19 @@ LUCKY_MARK = "_THE_SAME_KERNEL = 1"  # a no-op constant: a new source, the same 
 
 
 @pytest.mark.slow
-def test_an_instance_that_runs_fast_for_one_window_is_not_promoted(tmp_path, scripted):
-    """The H200's A/A (benchmarks/results/h200_noise_2026-12-04/): an instance of an unchanged
-    kernel ran 4% faster than the baseline's in every block of its window, and not in the next.
+@pytest.mark.parametrize("devices", [None, "all"], ids=["serial", "2 simulated devices"])
+def test_an_instance_that_runs_fast_for_one_window_is_not_promoted(
+    tmp_path, scripted, monkeypatch, devices
+):
+    """An A/A call on the H200 (docs/GUARDS.md "A second window before a promotion"): an
+    instance of an unchanged kernel ran faster than the baseline's in every block of its window.
     Here the first instance a harness child builds of the candidate runs 10% fast: its window
     alone would promote it (and so would a revalidation, in a child of its own); the second
     window, of instances built again in the same child, reads 1.0x and the candidate is rejected
-    for it, with no winner."""
+    for it, with no winner. The same where the candidate is measured in a parallel run's worker
+    (`--devices`), which asks for the second window from a copy of the run's state."""
+    if devices is not None:
+        monkeypatch.setenv("TLXDB_SIMULATED_DEVICES", "2")
     lucky = f"""
 
 _build = build
@@ -265,7 +271,8 @@ def benchmark(artifact, case, repetitions):
 """
     bundle = sleep_bundle(tmp_path / "bundle", sleep_s=0, cases=VECADD_CASES, harness_append=lucky)
     scripted.append(Step(knobs={"same": True}, edit=lambda s: s + f"\n{LUCKY_MARK}\n"))
-    r = _optimize(tmp_path, bundle, "--max-rounds", "1", "--benchmark-repetitions", "4")
+    parallel = [] if devices is None else ["--devices", devices]
+    r = _optimize(tmp_path, bundle, "--max-rounds", "1", "--benchmark-repetitions", "4", *parallel)
     assert r.exit_code == 2, r.stderr
     decided = _decision(tmp_path, "c001")
     assert decided.outcome == "rejected" and decided.reason.startswith("measurement 2:"), decided
@@ -274,8 +281,8 @@ def benchmark(artifact, case, repetitions):
     windows = {
         (e.window_id, e.candidate_id)
         for e in sampled
-        if e.type == "BenchmarkSampled" and e.phase == "round"
-    }
+        if e.type == "BenchmarkSampled" and e.phase == "round" and e.window_id != "baseline"
+    }  # (a parallel run measures the baseline on its other device in a window of its own)
     assert windows == {(w, c) for w in ("c001", "c001.remeasure") for c in ("c001", "baseline")}
     builds = [e for e in sampled if e.type == "BuildFinished" and e.candidate_id == "c001"]
     assert len(builds) == 1  # built again for the second window without a build event of its own
