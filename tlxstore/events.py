@@ -402,7 +402,8 @@ class BenchmarkSampled(Event):
 
 
 def remeasure_window(candidate_id: str) -> str:
-    """The window of a candidate's second measurement (after a tripwire fired)."""
+    """The window of a candidate's second measurement: after a tripwire fired, or before a
+    promotion its first window alone would have made (new instances of every member)."""
     return f"{candidate_id}.remeasure"
 
 

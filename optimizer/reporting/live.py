@@ -40,6 +40,7 @@ from tlxstore.events import (
     RunStarted,
     SearchEnded,
     ValidationCheck,
+    remeasure_window,
 )
 from tlxstore.fold import CandidateState, RunState
 from tlxstore.limits import MAX_SAMPLES_PER_CASE
@@ -370,6 +371,8 @@ def _machine_line(e: MachineSampled, state: RunState) -> str | None:
         return None
     clock = f", SM clock down to {e.sm_clock_min_mhz:g} MHz" if e.sm_clock_min_mhz else ""
     where = " (final revalidation)" if e.phase == Phase.REVALIDATION else ""
+    if e.window_id.endswith(remeasure_window("")):
+        where = " (second window)"
     return (
         f"{e.window_id}{where}: a benchmark call ran while the GPU throttled or was shared "
         f"({e.candidate_id} case {e.case_id} block {e.block}: {'; '.join(why)}{clock}): left out "
