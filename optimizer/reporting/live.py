@@ -304,8 +304,15 @@ def _sampled_line(e: BenchmarkSampled, state: RunState) -> str | None:
             f"p95 {n.p95_us:.1f} us, CV {n.cv:.3f} ({n.samples} samples)"
             f"{_more_samples_than_asked(e, state)}"
         )
-    if e.candidate_id != e.window_id:
+    second = e.window_id == remeasure_window(e.candidate_id)
+    if e.candidate_id != e.window_id and not second:
         return None
+    window = state.candidates[e.candidate_id].window_samples(e.window_id, e.phase)
+    if second and len(window) == 1:  # its first call
+        return (
+            f"{e.candidate_id} second window: it and its references built again (new "
+            "instances) and measured again before it is decided"
+        )
     if e.block == 0 and (too_many := _more_samples_than_asked(e, state)):
         return f"{e.candidate_id} bench {e.case_id}:{too_many}"  # once a case and window
     if not e.extra:
@@ -313,7 +320,7 @@ def _sampled_line(e: BenchmarkSampled, state: RunState) -> str | None:
     marked = machine.marked_calls(state, e.window_id, e.phase)
     so_far = [
         x
-        for s in state.candidates[e.candidate_id].window_samples(e.window_id, e.phase)
+        for s in window
         if s.case_id == e.case_id and (e.candidate_id, e.case_id, s.block) not in marked
         for x in s.samples_us
     ]

@@ -274,6 +274,7 @@ def benchmark(artifact, case, repetitions):
     parallel = [] if devices is None else ["--devices", devices]
     r = _optimize(tmp_path, bundle, "--max-rounds", "1", "--benchmark-repetitions", "4", *parallel)
     assert r.exit_code == 2, r.stderr
+    assert r.stderr.count("c001 second window: it and its references built again") == 1
     decided = _decision(tmp_path, "c001")
     assert decided.outcome == "rejected" and decided.reason.startswith("measurement 2:"), decided
     assert decided.speedup == pytest.approx(1.0, abs=0.01)
