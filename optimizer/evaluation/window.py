@@ -45,7 +45,7 @@ limit swung the clock for about two seconds: in every A/A window the window's 4t
 harness calls (0.9 and 1.7 s in, at 0.24 s a call) had a sample 5-14% slow. With one warm-up
 call those calls fell on the candidate, so each of five A/A decisions read 0.983-0.990 for an
 identical kernel (benchmarks/noise_sim.py's "every 4th call" models: the same pattern makes the
-candidate 5% slow with a fixed order and promotes noise 3.3% of the time with a random one).
+candidate 5% slow with a fixed order and promotes noise 3.1% of the time with a random one).
 Two seconds of load before the first sample take the window past the swing."""
 
 MAX_WARM_UP_CALLS = 50
