@@ -2,8 +2,11 @@
 
 Each trial builds the events one evaluation would record: a candidate and the baseline measured
 in one window (optimizer.evaluation.window: blocks of SAMPLES_PER_CALL samples per side and case,
-in whole turns of the order, extra turns while a case is noisier than max_cv), then asks the
-real `optimizer.decision.policy.decide`. It counts, per noise model:
+in whole turns of the order, extra turns while a case is noisier than max_cv), and, where
+`optimizer.decision.policy.owes_second_window` says the first window alone would promote, a
+second window of new instances of both (remeasure_window: new samplers, so a new instance
+effect), as the loop does; then it asks the real `optimizer.decision.policy.decide`. It counts,
+per noise model:
 - A/A: the candidate is the baseline. How often is it promoted (a false promotion), and how often
   does the 99% interval exclude 1.0 (nominally 1%)?
 - power: the candidate is truly faster by a factor. How often is it promoted?
@@ -22,6 +25,13 @@ Noise models (times are multiplied by each factor that applies):
   on the candidate every time: a bias, no false promotion. "random order" draws each turn's order
   at random instead: no bias, but false promotions. Neither is the fix; windows on a GPU warm up
   past the swing first (optimizer.evaluation.window.GPU_WARM_UP_S).
+- instance effect 1%, 2%: each instance of a kernel (a build loaded into the harness child) runs
+  at its own speed for a whole window, a lognormal factor of CV 1% or 2% per side and window, CV
+  1% besides: what an A/A call on the H200 showed on a launch-bound case (docs/GUARDS.md "A
+  second window before a promotion"); the sizes are assumptions bracketing the H200's A/A
+  speedups (0.983-1.022), not measurements of the factor. One window's blocks all share it, so
+  no block bootstrap sees it; the second window draws new instances. "one window" decides on the
+  first window alone, as the loop did before the second window.
 - earlier process (the design before windows): the candidate measured in one call and compared
   with a baseline measured in another process: a process effect of CV 5% on each side. Shown
   only to say what the windows fix; it goes through the same statistic.
@@ -57,8 +67,9 @@ from tlxstore.events import (  # noqa: E402
     Envelope,
     Event,
     Phase,
+    remeasure_window,
 )
-from tlxstore.fold import fold  # noqa: E402
+from tlxstore.fold import RunState, fold  # noqa: E402
 
 REPETITIONS = DEFAULT_THRESHOLDS.benchmark_repetitions  # 10: 6 blocks of 2 beside the baseline
 CASES = {"large": 100.0, "small": 10.0}  # true median times (us)
@@ -78,6 +89,9 @@ MODELS = {
         "slow_call": 1.1,
         "random_order": True,
     },
+    "instance effect 1%": {"cv": 0.01, "instance": 0.01},
+    "instance effect 2%": {"cv": 0.01, "instance": 0.02},
+    "instance effect 2%, one window": {"cv": 0.01, "instance": 0.02, "one_window": True},
     "earlier process": {"cv": 0.02, "process": 0.05, "legacy": True},
 }
 
@@ -92,6 +106,7 @@ class _Sampler:
     def __init__(self, model: dict, rng: np.random.Generator, true_us: dict[str, float]):
         self.m, self.rng, self.true = model, rng, true_us
         self.process = math.exp(rng.normal(0, _sigma(model.get("process", 0.0))))
+        self.process *= math.exp(rng.normal(0, _sigma(model.get("instance", 0.0))))
 
     def call(self, case: str, n: int, shared: float, nth: int = 1) -> list[float]:
         """`nth`: the call's number in its window for this case (from 1), both sides' calls
@@ -123,9 +138,11 @@ def _proposed(cid: str) -> list[Event]:
     ]
 
 
-def _window(model: dict, rng: np.random.Generator, speedup: float) -> list[Event]:
-    """The samples of one evaluation's window, with extra blocks for noisy cases as the
-    evaluator adds them."""
+def _window(
+    model: dict, rng: np.random.Generator, speedup: float, window_id: str = "c001"
+) -> list[Event]:
+    """The samples of one window of new instances of both sides, with extra blocks for noisy
+    cases as the evaluator adds them."""
     base = _Sampler(model, rng, CASES)
     cand = _Sampler(model, rng, {c: t / speedup for c, t in CASES.items()})
     members = [("c001", cand), (BASELINE_ID, base)]
@@ -153,7 +170,7 @@ def _window(model: dict, rng: np.random.Generator, speedup: float) -> list[Event
                         candidate_id=cid,
                         case_id=case,
                         block=index,
-                        window_id="c001",
+                        window_id=window_id,
                         samples_us=got,
                     )
                 )
@@ -192,15 +209,23 @@ def _legacy(model: dict, rng: np.random.Generator, speedup: float) -> list[Event
     return out
 
 
+def _state(events: list[Event]) -> RunState:
+    now = datetime.now(UTC)
+    return fold(
+        Envelope(event_id=f"e{i}", run_id="sim", seq=i, recorded_at=now, event=e)
+        for i, e in enumerate(events)
+    )
+
+
 def trial(model: dict, rng: np.random.Generator, speedup: float) -> tuple[bool, bool, float]:
     """(promoted, the 99% interval excludes 1.0, the speedup decided) of one decision."""
     measured = (_legacy if model.get("legacy") else _window)(model, rng, speedup)
     events = _proposed(BASELINE_ID) + _proposed("c001") + measured
-    now = datetime.now(UTC)
-    state = fold(
-        Envelope(event_id=f"e{i}", run_id="sim", seq=i, recorded_at=now, event=e)
-        for i, e in enumerate(events)
-    )
+    state = _state(events)
+    if not (model.get("legacy") or model.get("one_window")) and policy.owes_second_window(
+        state, "c001", DEFAULT_THRESHOLDS, WEIGHTS
+    ):
+        state = _state(events + _window(model, rng, speedup, remeasure_window("c001")))
     d = policy.decide(state, "c001", DEFAULT_THRESHOLDS, WEIGHTS)
     assert d.ci_low is not None and d.ci_high is not None, d.reason
     assert d.speedup is not None
