@@ -23,12 +23,14 @@ own samples rescaled between devices in a parallel run.
    incumbent promoted while the candidate was being measured (a parallel round) was not in its
    window: then the candidate's interval over the baseline must lie above the incumbent's
    decided speedup;
-7. every window of the candidate's own evaluation passes 3-6 on its own (the decision reports
-   the worse): a second window, remeasure_window(candidate), exists when a tripwire fired
-   (non-blocking IntegrityFlagged: then no promotion on the first measurement alone) or when
-   the first window alone would have promoted it (owes_second_window: the loop asks the
-   evaluator for one, its members built again), since an instance of a kernel can run a few
-   percent apart from another instance of it for a whole window;
+7. a second window, remeasure_window(candidate), holds it up. After a tripwire fired
+   (non-blocking IntegrityFlagged) both windows pass 3-6 on their own (the decision reports the
+   worse; no promotion on the first measurement alone). Otherwise the second window exists when
+   the first alone would have promoted (owes_second_window: the loop asks the evaluator for one,
+   its members built again, since an instance of a kernel can run a few percent apart from
+   another instance of it for a whole window) and is a replicate: its speedup over the baseline
+   clears min_speedup and, beside the incumbent, is above 1.0 (its interval is not held to 3-5:
+   the first window's was);
 8. the ncu veto (optimizer.decision.kernel.ncu_veto): no scored case's main kernel runs more
    than 1% longer under ncu than the baseline's.
 
@@ -385,23 +387,61 @@ def _decide_in_windows(
     tripped = _tripwires(cand)
     if tripped and len(measurements) < 2:
         return _first_measurement_only(cand, tripped)
+    # A tripwire's second measurement is held to every criterion; the second window a first
+    # window's promotion owes is a replicate of it (new instances): its point must clear.
+    replicate = measurements[1] if len(measurements) > 1 and not tripped else None
+    judged = measurements[:1] if replicate is not None else measurements
     problems: list[str] = []
     notes: list[str] = []
-    for i, m in enumerate(measurements):
-        label = f"measurement {i + 1}: " if len(measurements) > 1 else ""
+    for i, m in enumerate(judged):
+        label = f"measurement {i + 1}: " if len(judged) > 1 else ""
         found = measurement_problems(m.vs_baseline, thresholds, protected)
         problems += [label + x for x in found.problems]
         notes += [label + x for x in found.notes]
-    problems += _incumbent_problems(state, cid, measurements)
+    problems += _incumbent_problems(state, cid, judged)
+    if replicate is not None and not problems:
+        problems += _replicate_problems(state, cid, replicate, thresholds)
     scored = {c.case_id: c.weight for c in measurements[0].vs_baseline.cases}
     problems += kernel.ncu_veto(state, cid, scored)
     worst = min((m.vs_baseline for m in measurements), key=lambda c: c.speedup)
+    if replicate is not None and not problems:
+        worst = measurements[0].vs_baseline  # the window every criterion was checked on
     latency = {c.case_id: c.candidate_median_us for c in measurements[0].vs_baseline.cases}
     machine_notes = [n for w in windows if (n := machine.marked_note(state, w, Phase.ROUND))]
     machine_notes += machine.host_notes(state, cid, latency)
     return _verdict(
-        state, cand, worst, problems, notes, tripped, machine_notes, again=len(measurements) > 1
+        state,
+        cand,
+        worst,
+        problems,
+        notes,
+        tripped,
+        machine_notes,
+        again=None if replicate is None else replicate.vs_baseline.speedup,
     )
+
+
+def _replicate_problems(
+    state: RunState, cid: str, m: _Measurement, thresholds: Thresholds
+) -> list[str]:
+    """Why the second window (new instances of the candidate and its references) does not
+    replicate the first window's promotion: its speedup over the baseline below min_speedup, or
+    not above the incumbent it was measured beside. Its interval is not held to the criteria:
+    the first window's was; the second asks whether the gain belongs to the source or to the
+    instances, as the replicates of a final revalidation do (docs/GUARDS.md)."""
+    problems = []
+    if m.vs_baseline.speedup < thresholds.min_speedup:
+        problems.append(
+            f"measurement 2: speedup {_fmt(m.vs_baseline)} below min {thresholds.min_speedup:g} "
+            "in a second window of new instances: the first window's gain did not replicate"
+        )
+    incumbent = state.incumbent_id
+    if m.vs_incumbent is not None and m.vs_incumbent.speedup <= 1.0:
+        problems.append(
+            f"measurement 2: does not beat the incumbent {incumbent} in a second window of new "
+            f"instances: {_fmt(m.vs_incumbent)} against it"
+        )
+    return problems
 
 
 def _tripwires(cand: CandidateState) -> list:
@@ -440,11 +480,11 @@ def _verdict(
     tripped: list,
     machine_notes: list[str] | None = None,
     *,
-    again: bool = False,
+    again: float | None = None,
 ) -> DecisionMade:
     """`notes` (what qualified the measurement) and `machine_notes` (marked calls, host-bound
-    cases) are both kept whatever the outcome; `again`: the candidate was measured in a second
-    window too."""
+    cases) are both kept whatever the outcome; `again`: the speedup of the second window that
+    replicated the first."""
     incumbent = state.incumbent_id
     if problems:
         reason = "; ".join(problems)
@@ -454,7 +494,7 @@ def _verdict(
             f"max CV {max(c.candidate_cv for c in worst.cases):.3f}"
             + (f", beats incumbent {incumbent}" if incumbent not in (None, BASELINE_ID) else "")
             + (f", held on re-measurement after {tripped[0].guard}" if tripped else "")
-            + (", held in a second window" if again and not tripped else "")
+            + (f", held in a second window ({again:.4f}x)" if again is not None else "")
         )
     return DecisionMade(
         candidate_id=cand.candidate_id,

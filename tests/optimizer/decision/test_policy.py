@@ -7,6 +7,7 @@ real `decide` on synthetic noisy samples with fixed seeds.
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime
 
 import numpy as np
@@ -614,6 +615,31 @@ def test_a_win_in_one_window_is_owed_a_second_and_held_only_when_that_one_holds_
     held = first + in_window(remeasure_window("c001"), {"c001": fast, "baseline": BASE})
     d = policy.decide(build_state(held), "c001", T, W)
     assert d.outcome == Outcome.PROMOTED and "held in a second window" in d.reason, d.reason
+
+
+def test_the_second_window_is_a_replicate_its_point_must_clear_not_its_interval():
+    """The second window asks whether the first window's gain belongs to the source: its speedup
+    must clear min_speedup (and beat the incumbent), as a final revalidation's replicates must.
+    A second window as noisy as a bimodal small case makes it (an interval from 0.8 to 1.3) does
+    not undo a promotion its point confirms; the first window's numbers are reported, the second
+    window's speedup named in the reason."""
+    fast = {k: [x / 1.04 for x in v] for k, v in BASE.items()}
+    first = _stale_baseline() + _windowed("c001", {"c001": fast, "baseline": BASE})
+    decided_first = policy.decide(build_state(first), "c001", T, W)
+    jumpy = {
+        k: [x * f for x, f in zip(v, (0.7, 1.3, 0.75, 1.25, 0.95), strict=True)]
+        for k, v in fast.items()
+    }
+    second = in_window(remeasure_window("c001"), {"c001": jumpy, "baseline": BASE})
+    state = build_state(first + second)
+    members = policy.window_blocks(state, remeasure_window("c001"), Phase.ROUND)
+    pair = policy.paired(members["baseline"], members["c001"])
+    alone = policy.measurement_problems(policy.compare_blocks(*pair, W), T, set())
+    assert any("CI lower bound" in x for x in alone.problems)  # on its own it would not promote
+    d = policy.decide(state, "c001", T, W)
+    assert d.outcome == Outcome.PROMOTED, d.reason
+    assert (d.speedup, d.ci_low) == (decided_first.speedup, decided_first.ci_low)
+    assert re.search(r"held in a second window \(1\.0\d+x\)$", d.reason), d.reason
 
 
 def test_a_window_that_would_not_promote_is_owed_nothing():
