@@ -404,7 +404,15 @@ class BenchmarkSampled(Event):
 def remeasure_window(candidate_id: str) -> str:
     """The window of a candidate's second measurement: after a tripwire fired, or before a
     promotion its first window alone would have made (new instances of every member)."""
-    return f"{candidate_id}.remeasure"
+    return f"{candidate_id}{_REMEASURE}"
+
+
+_REMEASURE = ".remeasure"
+
+
+def is_remeasure_window(window_id: str) -> bool:
+    """Whether `window_id` is a candidate's second window (remeasure_window)."""
+    return window_id.endswith(_REMEASURE)
 
 
 def replicate_window(finalist_id: str, replicate: int) -> str:

@@ -403,16 +403,19 @@ def _decide_in_windows(
         problems += _replicate_problems(state, cid, replicate, thresholds)
     scored = {c.case_id: c.weight for c in measurements[0].vs_baseline.cases}
     problems += kernel.ncu_veto(state, cid, scored)
-    worst = min((m.vs_baseline for m in measurements), key=lambda c: c.speedup)
-    if replicate is not None and not problems:
-        worst = measurements[0].vs_baseline  # the window every criterion was checked on
+    # reported: the window every criterion was checked on where the replicate held, else the worse
+    reported = (
+        measurements[0].vs_baseline
+        if replicate is not None and not problems
+        else min((m.vs_baseline for m in measurements), key=lambda c: c.speedup)
+    )
     latency = {c.case_id: c.candidate_median_us for c in measurements[0].vs_baseline.cases}
     machine_notes = [n for w in windows if (n := machine.marked_note(state, w, Phase.ROUND))]
     machine_notes += machine.host_notes(state, cid, latency)
     return _verdict(
         state,
         cand,
-        worst,
+        reported,
         problems,
         notes,
         tripped,
@@ -474,7 +477,7 @@ def _lost_to_marks(
 def _verdict(
     state: RunState,
     cand: CandidateState,
-    worst: Comparison,
+    reported: Comparison,
     problems: list[str],
     notes: list[str],
     tripped: list,
@@ -490,8 +493,8 @@ def _verdict(
         reason = "; ".join(problems)
     else:
         reason = (
-            f"speedup {_fmt(worst)} over the baseline on {len(worst.cases)} case(s), "
-            f"max CV {max(c.candidate_cv for c in worst.cases):.3f}"
+            f"speedup {_fmt(reported)} over the baseline on {len(reported.cases)} case(s), "
+            f"max CV {max(c.candidate_cv for c in reported.cases):.3f}"
             + (f", beats incumbent {incumbent}" if incumbent not in (None, BASELINE_ID) else "")
             + (f", held on re-measurement after {tripped[0].guard}" if tripped else "")
             + (f", held in a second window ({again:.4f}x)" if again is not None else "")
@@ -500,11 +503,11 @@ def _verdict(
         candidate_id=cand.candidate_id,
         outcome=Outcome.REJECTED if problems else Outcome.PROMOTED,
         reason=reason,
-        speedup=worst.speedup,
-        ci_low=worst.ci_low,
-        ci_high=worst.ci_high,
+        speedup=reported.speedup,
+        ci_low=reported.ci_low,
+        ci_high=reported.ci_high,
         compared_to=incumbent,
-        cases=worst.cases,
+        cases=reported.cases,
         measured=full_measurement(cand),
         notes=notes + (machine_notes or []),
     )

@@ -40,6 +40,7 @@ from tlxstore.events import (
     RunStarted,
     SearchEnded,
     ValidationCheck,
+    is_remeasure_window,
     remeasure_window,
 )
 from tlxstore.fold import CandidateState, RunState
@@ -378,7 +379,7 @@ def _machine_line(e: MachineSampled, state: RunState) -> str | None:
         return None
     clock = f", SM clock down to {e.sm_clock_min_mhz:g} MHz" if e.sm_clock_min_mhz else ""
     where = " (final revalidation)" if e.phase == Phase.REVALIDATION else ""
-    if e.window_id.endswith(remeasure_window("")):
+    if is_remeasure_window(e.window_id):
         where = " (second window)"
     return (
         f"{e.window_id}{where}: a benchmark call ran while the GPU throttled or was shared "
