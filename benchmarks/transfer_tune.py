@@ -22,6 +22,9 @@ run's kernel lies in a folder named tuple_gemm, so all runs have one kernel iden
   winner knobs, alternated microseconds per case and the warm/cold ratio (the goal: <= 1.02 on
   every case, the warm run's best within 12 candidates). The warm run's summary comes from
   --first-summary (default: transfer_first.json next to --warm-best).
+- `--phase table`: the same summary from what a cold or again phase left in DIR, for a call cut
+  short after its cold run (no alternated timing: the ratio is of the runs' own final medians,
+  and the summary says whether the warm and cold winners are one source).
 
 Two device calls of about 500 s each must hold these runs, so each bundle copy's harness times a
 sample with `do_bench(..., warmup=5, rep=25)` instead of do_bench's defaults (25 ms warm-up, 100 ms
@@ -46,6 +49,7 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -229,23 +233,30 @@ def phase_again(args: argparse.Namespace) -> int:
     return phase_cold(args)
 
 
-def phase_cold(args: argparse.Namespace) -> int:
+def _first_report(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The first phase's transfer_first.json (--first-summary, default next to --warm-best);
+    None, with the reason on stderr, where it or warm_best.py is missing."""
     if args.warm_best is None or not args.warm_best.is_file():
         print(
-            "transfer_tune: --phase cold needs --warm-best FILE (first phase's warm_best.py)",
+            f"transfer_tune: --phase {args.phase} needs --warm-best FILE "
+            "(first phase's warm_best.py)",
             file=sys.stderr,
         )
-        return 1
+        return None
     first_path = args.first_summary or args.warm_best.parent / "transfer_first.json"
     if not first_path.is_file():
         print(
             f"transfer_tune: no first-phase summary at {first_path} (--first-summary)",
             file=sys.stderr,
         )
+        return None
+    return json.loads(first_path.read_text())
+
+
+def phase_cold(args: argparse.Namespace) -> int:
+    first_report = _first_report(args)
+    if first_report is None:
         return 1
-    first_report = json.loads(first_path.read_text())
-    runs = {r["label"]: r for r in first_report["runs"]}
-    first, warm = runs["first"], runs["warm"]
     cold, _, start, cases = tune(
         "cold",
         args.out,
@@ -264,6 +275,61 @@ def phase_cold(args: argparse.Namespace) -> int:
         }
         bundle = REPO / "examples" / "matmul" / "hopper"  # the unshortened harness
         alternated = alternated_times("matmul", bundle, cases, sources, args.rounds)
+    write_summary(args, first_report, cold, cases, alternated, cold_source)
+    return 0 if cold["run_id"] else 1
+
+
+def phase_table(args: argparse.Namespace) -> int:
+    """The summary of a cold (or again) phase from the files it left in DIR, for a call cut
+    short after its cold run: DIR/cold_result.json, DIR/cold/events.jsonl (the run's seconds),
+    DIR/bundles/cold/<target>/cases.json, DIR/transfer_first.json and DIR/warm_best.py. No
+    alternated timing is measured here: the warm/cold ratio is of the runs' own final medians,
+    and the summary says whether the two winners are one source."""
+    args.warm_best = args.warm_best or args.out / "warm_best.py"
+    first_report = _first_report(args)
+    needed = [
+        args.out / "cold_result.json",
+        args.out / "cold" / "events.jsonl",
+        args.out / "bundles" / "cold" / args.target / "cases.json",
+    ]
+    missing = [str(p) for p in needed if not p.is_file()]
+    if first_report is None or missing:
+        if missing:
+            print(f"transfer_tune: --phase table: missing {', '.join(missing)}", file=sys.stderr)
+        return 1
+    result = json.loads(needed[0].read_text())
+    stamps = [
+        datetime.fromisoformat(json.loads(line)["recorded_at"])
+        for line in needed[1].read_text().splitlines()
+        if line.strip()
+    ]
+    run = {
+        "exit_code": 0 if result.get("success") else 2,
+        "seconds": (max(stamps) - min(stamps)).total_seconds(),
+        "result": result,
+    }
+    cases = json.loads(needed[2].read_text())
+    cold = summarize("matmul", cases, run, {})
+    cold = {"label": "cold", "set": SET_OF["cold"], "max_rounds": args.cold_rounds, **cold}
+    cold["seeds"] = seeds(run)
+    start = args.out / "bundles" / "cold" / KERNEL / "kernel.py"
+    write_summary(args, first_report, cold, cases, None, best_source(cold, args.out, start))
+    return 0 if cold["run_id"] else 1
+
+
+def write_summary(
+    args: argparse.Namespace,
+    first_report: dict[str, Any],
+    cold: dict[str, Any],
+    cases: list[dict],
+    alternated: dict[str, dict[str, float]] | None,
+    cold_source: str,
+) -> None:
+    """DIR/transfer_summary.json and .md: the cold and warm runs side by side, per case the
+    alternated microseconds (or, without them, each run's own final median) and the warm/cold
+    ratio, and the goal."""
+    runs = {r["label"]: r for r in first_report["runs"]}
+    first, warm = runs["first"], runs["warm"]
     rows = []
     for case in cases:
         cid = case["case_id"]
@@ -288,6 +354,7 @@ def phase_cold(args: argparse.Namespace) -> int:
             }
         )
     seeded = first_report["warm_seeds_from_first"]
+    same_source = args.warm_best.read_text() == cold_source
     goal = {
         "ratio": GOAL_RATIO,
         "warm_candidates": ROUNDS["warm"],
@@ -296,6 +363,7 @@ def phase_cold(args: argparse.Namespace) -> int:
         and warm["candidates_to_best"] is not None
         and warm["candidates_to_best"] <= ROUNDS["warm"],
         "judged_on": rows[0]["basis"] if rows else None,
+        "winners_one_source": same_source,
     }
     report = {
         "environment": environment(),
@@ -311,7 +379,6 @@ def phase_cold(args: argparse.Namespace) -> int:
     table = markdown(first, warm, cold, rows, seeded, goal)
     (args.out / "transfer_summary.md").write_text(table + "\n")
     print(table)
-    return 0 if cold["run_id"] else 1
 
 
 def markdown(
@@ -352,13 +419,15 @@ def markdown(
         f"Warm seeds from run 1: {seed_text or 'none'}.",
         f"Goal (warm <= {goal['ratio']} x cold on every case, warm best within "
         f"{goal['warm_candidates']} candidates): {'met' if goal['met'] else 'not met'}.",
+        "The warm and cold winners are "
+        + ("one source (byte for byte)." if goal["winners_one_source"] else "different sources."),
     ]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--phase", required=True, choices=["first", "cold", "again"])
+    ap.add_argument("--phase", required=True, choices=["first", "cold", "again", "table"])
     ap.add_argument("--first-export", type=Path, help="again: run 1's export (tlxdb export)")
     ap.add_argument("--out", required=True, type=Path, help="folder for results and stores")
     ap.add_argument("--target", default="hopper", choices=["hopper", "host"])
@@ -377,12 +446,14 @@ def main(argv: list[str] | None = None) -> int:
     for label, n in ROUNDS.items():
         ap.add_argument(f"--{label}-rounds", type=int, default=n, help=f"default {n}")
     args = ap.parse_args(argv)
-    problem = target_problem("transfer_tune", args.target)
+    problem = args.phase != "table" and target_problem("transfer_tune", args.target)
     if problem:
         print(problem, file=sys.stderr)
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
-    return {"first": phase_first, "cold": phase_cold, "again": phase_again}[args.phase](args)
+    return {"first": phase_first, "cold": phase_cold, "again": phase_again, "table": phase_table}[
+        args.phase
+    ](args)
 
 
 if __name__ == "__main__":
