@@ -401,19 +401,26 @@ def _measure(
     return _Measurement(compare_blocks(base_b, cand_b, scored), vs_inc, (base_b, cand_b), inc_pair)
 
 
-def instance_variance(state: RunState, weights: Mapping[str, float]) -> stats.InstanceVariance:
-    """How far instances of one source run apart (stats.instance_variance), from every control of
-    the run so far: each member of a second window (remeasure_window) was measured there in
-    several instances, its first build and its builds again, alternated; they are one control
-    (the run's weights, over the cases and blocks every instance has)."""
+def instance_variance(
+    state: RunState, candidate_id: str, weights: Mapping[str, float]
+) -> stats.InstanceVariance:
+    """How far instances of one source run apart (stats.instance_variance), from the controls a
+    decision of the candidate may use: each member of a second window (remeasure_window) was
+    measured there in several instances, its first build and its builds again, alternated; they
+    are one control (the run's weights, over the cases and blocks every instance has). The second
+    windows are the candidate's own and those of candidates of earlier rounds: the candidates of
+    one round are decided on the same controls whether they were measured one after another or
+    side by side on several devices (a parallel round's evaluations overlap)."""
     controls = []
-    for wid in _windows_with_second_instances(state):
-        by_instance: dict[int, dict[str, dict[str, dict[int, list[float]]]]] = {}
-        for instance in _instances(state, wid):
-            by_instance[instance] = window_blocks(state, wid, Phase.ROUND, instance)
-        for cid in by_instance.get(2, {}):
-            sides = aligned([b[cid] for b in by_instance.values() if cid in b])
-            common = {c: w for c, w in weights.items() if c in sides[0]}
+    own_round = state.candidates[candidate_id].proposal.round
+    for cid, c in state.candidates.items():
+        wid = remeasure_window(cid)
+        if not (cid == candidate_id or c.proposal.round < own_round):
+            continue
+        by_instance = {i: window_blocks(state, wid, Phase.ROUND, i) for i in _instances(state, wid)}
+        for member in by_instance.get(2, {}):
+            sides = aligned([b[member] for b in by_instance.values() if member in b])
+            common = {case: w for case, w in weights.items() if case in sides[0]}
             if len(sides) > 1 and common:
                 controls.append(stats.control(sides, common))
     return stats.instance_variance(controls)
@@ -438,18 +445,6 @@ def _instances(state: RunState, window_id: str) -> list[int]:
             s.instance
             for c in state.candidates.values()
             for s in c.window_samples(window_id, Phase.ROUND)
-        }
-    )
-
-
-def _windows_with_second_instances(state: RunState) -> list[str]:
-    """The ROUND windows of the run that measured a second instance of a source, in order."""
-    return sorted(
-        {
-            s.window_id
-            for c in state.candidates.values()
-            for s in c.samples
-            if s.instance == 2 and s.window_id is not None and s.phase == Phase.ROUND
         }
     )
 
@@ -527,7 +522,7 @@ def _decide_in_windows(
     tripped = _tripwires(cand)
     if tripped and len(measurements) < 2:
         return _first_measurement_only(cand, tripped)
-    instances = instance_variance(state, weights)
+    instances = instance_variance(state, cid, weights)
     pairs: list[list[_Measurement]] | None = None
     replicate = None
     if len(measurements) > 1 and not tripped:

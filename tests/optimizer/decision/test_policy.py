@@ -653,7 +653,7 @@ def test_a_gap_between_instances_is_not_a_win_where_controls_measured_it():
     second = policy.window_blocks(state, remeasure_window("c001"), Phase.ROUND, instance=2)
     pair = policy.paired(second["baseline"], second["c001"])
     assert stats.blocked_speedup(*pair, W) == pytest.approx(1.01 * 1.015)  # >= min_speedup
-    instances = policy.instance_variance(state, W)
+    instances = policy.instance_variance(state, "c001", W)
     c001 = np.log([1 / 1.04, 1 / 1.015, 1 / 1.02])
     baseline = np.log([1.0, 1.01, 1.0])
     expected = (np.var(c001, ddof=1) + np.var(baseline, ddof=1)) / 2  # one block a sample: no noise
@@ -682,3 +682,25 @@ def test_a_window_that_would_not_promote_is_owed_nothing():
     same = {k: [x * 1.0005 for x in v] for k, v in BASE.items()}
     state = build_state(_stale_baseline() + _windowed("c001", {"c001": same, "baseline": BASE}))
     assert not policy.owes_second_window(state, "c001", T, W)
+
+
+def test_a_decision_uses_the_controls_of_earlier_rounds_not_of_its_own_round():
+    """c001's second window measured its instances (4 degrees of freedom). A candidate of a
+    later round is decided on them, its first window's interval carrying them too; one of
+    c001's own round is not (a parallel round's candidates are measured side by side, and each
+    is decided on the same controls as in a serial run)."""
+    again = {
+        "c001.2": _scaled(1 / 1.015),
+        "baseline.2": _scaled(1.01),
+        "c001.3": _scaled(1 / 1.02),
+        "baseline.3": BASE,
+    }
+    events = _instance_gap(again)
+    later = [
+        e.model_copy(update={"round": 2}) if isinstance(e, CandidateProposed) else e
+        for e in proposed("c002", list(W))
+    ]
+    events += later + proposed("c003", list(W))
+    state = build_state(events)
+    assert policy.instance_variance(state, "c002", W).df == 4
+    assert policy.instance_variance(state, "c003", W).df == 0
