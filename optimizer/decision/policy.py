@@ -34,12 +34,12 @@ own samples rescaled between devices in a parallel run.
    judged over every pair of instances of the candidate and its reference (the first pair in
    both windows, each new build a pair of its own) on stats.instance_interval: the bootstrap of
    every window, and a term for how far instances of one source run apart, estimated from the
-   instances of one source in one window (instance_variance: every second window of the run so
-   far); the decision notes the estimate. Once the run has an estimate, every later decision's
-   interval carries it, a first window's too (one pair). A second window recorded before
-   instances were (one
-   new pair only, nothing measured between instances) is a replicate: its own speedup must also
-   clear min_speedup and, beside the incumbent, be above 1.0;
+   instances of one source in one window (instance_variance: the candidate's second window and
+   those of earlier rounds); the decision notes the estimate. Once earlier rounds give one,
+   a decision's interval carries it, a first window's too (one pair). A second window recorded
+   before instances were (one new pair only, nothing measured between instances) is a
+   replicate: its own speedup must also clear min_speedup and, beside the incumbent, be above
+   1.0;
 8. the ncu veto (optimizer.decision.kernel.ncu_veto): no scored case's main kernel runs more
    than 1% longer under ncu than the baseline's.
 
@@ -495,8 +495,8 @@ def _instance_notes(
         notes.append(
             f"instances: sigma_I {instances.sigma:.2%} between instances of one source, "
             f"{math.sqrt(instances.spread):.2%} with the windows' noise, carried in the interval "
-            f"(df {instances.df}: control pairs of this run, two instances of one source measured "
-            "in one window)"
+            f"(df {instances.df}, from instances of one source measured in one window: its second "
+            "window's and earlier rounds')"
         )
     if pairs is not None:
         each = ", ".join(f"{p[-1].vs_baseline.speedup:.4f}x" for p in pairs)
@@ -538,7 +538,7 @@ def _decide_in_windows(
         if len(pairs) == 1:
             pairs, replicate = [[m] for m in measurements], measurements[1]
         judged = [_over_instances(pairs, instances)]
-    else:  # a tripwire's second measurement (the same instances) is held to every criterion
+    else:  # one window, or a tripwire's two (the same instances), each held to every criterion
         judged = [_over_instances([[m]], instances) for m in measurements]
     problems: list[str] = []
     notes: list[str] = []
