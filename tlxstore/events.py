@@ -445,14 +445,17 @@ class MachineSampled(Event):
     `reasons`: each clocks event reason NVML set (sw_power_cap, hw_slowdown, ...) with the
     number of readings it was set in. `neighbours`: the other processes on the device. A call
     seen under a degrading reason or beside a neighbour is left out of every decision and
-    measured again (optimizer/decision/machine.py); its samples stay in the store."""
+    measured again (optimizer/decision/machine.py); its samples stay in the store. `instance`:
+    the BenchmarkSampled's (version 1 measured one instance of each member in a window: 1)."""
 
+    SCHEMA_VERSION: ClassVar[int] = 2
     type: Literal["MachineSampled"] = "MachineSampled"
     candidate_id: str
     case_id: str
     phase: Phase = Phase.ROUND
     window_id: str | None = None
     block: int = 0
+    instance: int = Field(default=1, ge=1)
     readings: int = Field(ge=0)
     duration_ms: float
     sm_clock_min_mhz: float | None = None

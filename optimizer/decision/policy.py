@@ -285,13 +285,12 @@ def window_blocks(
 ) -> dict[str, dict[str, dict[int, list[float]]]]:
     """Every member's samples in one window, of one instance of each source (BenchmarkSampled
     .instance): member -> case -> block -> samples; the calls that ran while the GPU throttled or
-    was shared (machine.marked_calls) left out (a mark is keyed by member, case and block: in a
-    window of two instances of a source it leaves out both instances' calls of that block)."""
+    was shared (machine.marked_calls) left out."""
     marked = machine.marked_calls(state, window_id, phase)
     out: dict[str, dict[str, dict[int, list[float]]]] = {}
     for cid, c in state.candidates.items():
         for s in c.window_samples(window_id, phase):
-            if s.instance != instance or (cid, s.case_id, s.block) in marked:
+            if s.instance != instance or (cid, s.case_id, s.block, s.instance) in marked:
                 continue
             out.setdefault(cid, {}).setdefault(s.case_id, {}).setdefault(s.block, []).extend(
                 s.samples_us
@@ -613,7 +612,7 @@ def _lost_to_marks(
     the baseline because calls were marked (machine.marked_calls)."""
     marked = machine.marked_calls(state, window_id, phase)
     measured = {s.case_id for s in state.candidates[cid].window_samples(window_id, phase)}
-    touched = {case for _, case, _ in marked}
+    touched = {case for _, case, _, _ in marked}
     return sorted(c for c in measured if c in touched and c not in kept)
 
 

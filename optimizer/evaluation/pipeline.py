@@ -266,6 +266,7 @@ class Run:
             phase=self.phase,
             window_id=self.window_id,
             block=block,
+            instance=self.instance,
             **reply["machine"],
         )
         self.emit(state)

@@ -322,7 +322,7 @@ def _sampled_line(e: BenchmarkSampled, state: RunState) -> str | None:
     so_far = [
         x
         for s in window
-        if s.case_id == e.case_id and (e.candidate_id, e.case_id, s.block) not in marked
+        if s.case_id == e.case_id and (e.candidate_id, e.case_id, s.block, s.instance) not in marked
         for x in s.samples_us
     ]
     max_cv = state.started.thresholds.max_cv if state.started else None
