@@ -4,8 +4,10 @@ Each trial builds the events one evaluation would record: a candidate and the ba
 in one window (optimizer.evaluation.window: blocks of SAMPLES_PER_CALL samples per side and case,
 in whole turns of the order, extra turns while a case is noisier than max_cv), and, where
 `optimizer.decision.policy.owes_second_window` says the first window alone would promote, a
-second window of new instances of both (remeasure_window: new samplers, so a new instance
-effect), as the loop does; then it asks the real `optimizer.decision.policy.decide`. It counts,
+second window (remeasure_window) of the first window's instances of both beside new ones
+(window.SECOND_WINDOW_INSTANCES of each: new samplers, so new instance effects), as the loop
+does; then it asks the real `optimizer.decision.policy.decide`. Each trial is a run's first
+second window: the estimate of how far instances run apart has only its controls. It counts,
 per noise model:
 - A/A: the candidate is the baseline. How often is it promoted (a false promotion), and how often
   does the 99% interval exclude 1.0 (nominally 1%)?
@@ -30,8 +32,9 @@ Noise models (times are multiplied by each factor that applies):
   1% besides: what an A/A call on the H200 showed on a launch-bound case (docs/GUARDS.md "A
   second window before a promotion"); the sizes are assumptions bracketing the H200's A/A
   speedups (0.983-1.022), not measurements of the factor. One window's blocks all share it, so
-  no block bootstrap sees it; the second window draws new instances. "one window" decides on the
-  first window alone, as the loop did before the second window.
+  no block bootstrap sees it; the second window's instances of one source measure it, and the
+  interval carries it. "one window" decides on the first window alone, as the loop did before
+  the second window.
 - earlier process (the design before windows): the candidate measured in one call and compared
   with a baseline measured in another process: a process effect of CV 5% on each side. Shown
   only to say what the windows fix; it goes through the same statistic.
@@ -139,15 +142,28 @@ def _proposed(cid: str) -> list[Event]:
 
 
 def _window(
-    model: dict, rng: np.random.Generator, speedup: float, window_id: str = "c001"
-) -> list[Event]:
+    model: dict,
+    rng: np.random.Generator,
+    speedup: float,
+    window_id: str = "c001",
+    first: list[tuple[str, _Sampler]] | None = None,
+) -> tuple[list[Event], list[tuple[str, _Sampler]]]:
     """The samples of one window of new instances of both sides, with extra blocks for noisy
-    cases as the evaluator adds them."""
-    base = _Sampler(model, rng, CASES)
-    cand = _Sampler(model, rng, {c: t / speedup for c, t in CASES.items()})
-    members = [("c001", cand), (BASELINE_ID, base)]
+    cases as the evaluator adds them, and those instances. `first`: the first window's
+    instances, measured beside new ones (instances 2, 3, ...: window.SECOND_WINDOW_INSTANCES in
+    all) as the second window measures them."""
+
+    def new() -> list[tuple[str, _Sampler]]:
+        base = _Sampler(model, rng, CASES)
+        cand = _Sampler(model, rng, {c: t / speedup for c, t in CASES.items()})
+        return [("c001", cand), (BASELINE_ID, base)]
+
+    own = first or new()
+    members = [(cid, side, 1) for cid, side in own]
+    for instance in range(2, window.SECOND_WINDOW_INSTANCES + 1 if first else 2):
+        members += [(cid, side, instance) for cid, side in new()]
     events: list[Event] = []
-    seen: dict[str, dict[str, list[float]]] = {m: {} for m, _ in members}
+    seen: dict[str, dict[str, list[float]]] = {f"{m}.{i}": {} for m, _, i in members}
     drift_sigma = _sigma(model.get("drift", 0.0))
     calls: dict[str, int] = {}
     flip = False
@@ -161,25 +177,26 @@ def _window(
             ordered = window.order(members, index)
             if flip:
                 ordered = ordered[::-1]
-            for cid, side in ordered:
+            for cid, side, instance in ordered:
                 calls[case] = calls.get(case, 0) + 1
                 got = side.call(case, n, shared, calls[case])
-                seen[cid].setdefault(case, []).extend(got)
+                seen[f"{cid}.{instance}"].setdefault(case, []).extend(got)
                 events.append(
                     BenchmarkSampled(
                         candidate_id=cid,
                         case_id=case,
                         block=index,
                         window_id=window_id,
+                        instance=instance,
                         samples_us=got,
                     )
                 )
 
-    size, first = window.per_call(REPETITIONS), window.first_blocks(REPETITIONS, len(members))
-    for i in range(first):
+    size, blocks = window.per_call(REPETITIONS), window.first_blocks(REPETITIONS, len(members))
+    for i in range(blocks):
         block(i, size, list(CASES))
     t = DEFAULT_THRESHOLDS
-    index = first
+    index = blocks
     for _ in range(window.extra_turns(t.max_extra_blocks, len(members))):
         noisy = window.noisy_cases(seen, list(CASES), t.max_cv)
         if not noisy:
@@ -187,7 +204,7 @@ def _window(
         for _ in members:
             block(index, size, noisy)
             index += 1
-    return events
+    return events, own
 
 
 def _legacy(model: dict, rng: np.random.Generator, speedup: float) -> list[Event]:
@@ -219,13 +236,17 @@ def _state(events: list[Event]) -> RunState:
 
 def trial(model: dict, rng: np.random.Generator, speedup: float) -> tuple[bool, bool, float]:
     """(promoted, the 99% interval excludes 1.0, the speedup decided) of one decision."""
-    measured = (_legacy if model.get("legacy") else _window)(model, rng, speedup)
+    if model.get("legacy"):
+        measured, first = _legacy(model, rng, speedup), []
+    else:
+        measured, first = _window(model, rng, speedup)
     events = _proposed(BASELINE_ID) + _proposed("c001") + measured
     state = _state(events)
     if not (model.get("legacy") or model.get("one_window")) and policy.owes_second_window(
         state, "c001", DEFAULT_THRESHOLDS, WEIGHTS
     ):
-        state = _state(events + _window(model, rng, speedup, remeasure_window("c001")))
+        again, _ = _window(model, rng, speedup, remeasure_window("c001"), first)
+        state = _state(events + again)
     d = policy.decide(state, "c001", DEFAULT_THRESHOLDS, WEIGHTS)
     assert d.ci_low is not None and d.ci_high is not None, d.reason
     assert d.speedup is not None

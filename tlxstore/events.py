@@ -379,15 +379,22 @@ class BenchmarkSampled(Event):
     alternately in one harness child, `block` by `block`, so that every comparison is made
     between samples of the same stretch of time. A reference's samples carry the window of the
     candidate they were measured beside. None: measured before windows existed (version 1), the
-    candidate alone, compared with the baseline's validation samples."""
+    candidate alone, compared with the baseline's validation samples.
 
-    SCHEMA_VERSION: ClassVar[int] = 2
+    `instance`: which build of the candidate's source in the window's harness child the call
+    measured: 1 the first, 2 the build of it again that a second window measures beside the
+    first (remeasure_window: two instances of each source in one window, whose gap is the
+    instances', not the sources': optimizer.decision.stats.instance_variance). Version 2 and
+    before measured one instance of each member in a window (1)."""
+
+    SCHEMA_VERSION: ClassVar[int] = 3
     type: Literal["BenchmarkSampled"] = "BenchmarkSampled"
     candidate_id: str
     case_id: str
     phase: Phase = Phase.ROUND
     block: int = 0  # the alternation block within its window
     window_id: str | None = None  # the candidate's id, or remeasure_window(it), ...
+    instance: int = Field(default=1, ge=1)
     # a block added beyond the first ones: a case of the window was noisier than max_cv, or a
     # call of it ran while the GPU throttled or was shared (MachineSampled), measured again
     extra: bool = False
@@ -438,14 +445,17 @@ class MachineSampled(Event):
     `reasons`: each clocks event reason NVML set (sw_power_cap, hw_slowdown, ...) with the
     number of readings it was set in. `neighbours`: the other processes on the device. A call
     seen under a degrading reason or beside a neighbour is left out of every decision and
-    measured again (optimizer/decision/machine.py); its samples stay in the store."""
+    measured again (optimizer/decision/machine.py); its samples stay in the store. `instance`:
+    the BenchmarkSampled's (version 1 measured one instance of each member in a window: 1)."""
 
+    SCHEMA_VERSION: ClassVar[int] = 2
     type: Literal["MachineSampled"] = "MachineSampled"
     candidate_id: str
     case_id: str
     phase: Phase = Phase.ROUND
     window_id: str | None = None
     block: int = 0
+    instance: int = Field(default=1, ge=1)
     readings: int = Field(ge=0)
     duration_ms: float
     sm_clock_min_mhz: float | None = None

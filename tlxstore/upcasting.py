@@ -16,6 +16,9 @@ steps; RELEASED holds the steps of every released change:
 - v3 of RunStarted (the cases' parameters, for the nearest history of a kernel; how many of its
   configurations tune re-measures first): a v2 run did not record the parameters ({}: unknown;
   nearest_history then compares its bundle by digest alone) and seeded nothing (0).
+- v3 of BenchmarkSampled (two instances of a source in one window, docs/GUARDS.md "A second
+  window before a promotion"): a v2 window measured one instance of each member (`instance` 1);
+  so did a window of a v1 MachineSampled.
 - v2 of CandidateProposed (one meaning per word: "replay" is re-deciding a run from its events):
   v1's `replays`, the recorded candidate a proposal measures again, is `remeasures`.
 """
@@ -49,6 +52,16 @@ class Upcasters:
 
 def _v1_sampled(payload: Payload) -> Payload:
     payload.setdefault("window_id", None)
+    return payload
+
+
+def _v2_sampled(payload: Payload) -> Payload:
+    payload.setdefault("instance", 1)
+    return payload
+
+
+def _v1_machine(payload: Payload) -> Payload:
+    payload.setdefault("instance", 1)
     return payload
 
 
@@ -88,6 +101,8 @@ RELEASED = Upcasters(
     {
         ("CandidateProposed", 1): _v1_proposed,
         ("BenchmarkSampled", 1): _v1_sampled,
+        ("BenchmarkSampled", 2): _v2_sampled,
+        ("MachineSampled", 1): _v1_machine,
         ("DecisionMade", 1): _v1_decided,
         ("FinalistRevalidated", 1): _v1_revalidated,
         ("RunStarted", 1): _v1_started,

@@ -43,8 +43,8 @@ HOST_BOUND_FACTOR = 1.5
 agent's harness flags it: two thirds of its time or more is host work (the Python wrapper,
 argument handling, the launch), which no kernel change touches."""
 
-Call = tuple[str, str, int]
-"""One harness benchmark call in a window: (candidate id, case id, block)."""
+Call = tuple[str, str, int, int]
+"""One harness benchmark call in a window: (candidate id, case id, block, instance)."""
 
 
 def marks(e: MachineSampled) -> list[str]:
@@ -66,7 +66,7 @@ def marked_calls(state: RunState, window_id: str, phase: Phase) -> dict[Call, li
     for cid, c in state.candidates.items():
         for e in c.machine:
             if e.window_id == window_id and e.phase == phase and (why := marks(e)):
-                out[(cid, e.case_id, e.block)] = why
+                out[(cid, e.case_id, e.block, e.instance)] = why
     return out
 
 
@@ -76,7 +76,7 @@ def marked_note(state: RunState, window_id: str, phase: Phase) -> str | None:
     if not marked:
         return None
     calls = sum(1 for c in state.candidates.values() for s in c.window_samples(window_id, phase))
-    (cid, case, block), why = next(iter(marked.items()))
+    (cid, case, block, _), why = next(iter(marked.items()))
     return (
         f"{len(marked)} of {calls} benchmark calls ran while the GPU throttled or was shared "
         f"(first: {cid} case {case} block {block}: {'; '.join(why)}): left out of the decision, "
@@ -90,7 +90,7 @@ def every_call_marked(state: RunState, cid: str, window_id: str, phase: Phase) -
     marked = marked_calls(state, window_id, phase)
     calls: dict[str, list[bool]] = {}
     for s in state.candidates[cid].window_samples(window_id, phase):
-        calls.setdefault(s.case_id, []).append((cid, s.case_id, s.block) in marked)
+        calls.setdefault(s.case_id, []).append((cid, s.case_id, s.block, s.instance) in marked)
     return [case for case, flags in calls.items() if flags and all(flags)]
 
 

@@ -26,11 +26,20 @@ own samples rescaled between devices in a parallel run.
 7. a second window, remeasure_window(candidate), holds it up. After a tripwire fired
    (non-blocking IntegrityFlagged) both windows pass 3-6 on their own (the decision reports the
    worse; no promotion on the first measurement alone). Otherwise the second window exists when
-   the first alone would have promoted (owes_second_window: the loop asks the evaluator for one,
-   its members built again, since an instance of a kernel can run a few percent apart from
-   another instance of it for a whole window) and is a replicate: its speedup over the baseline
-   clears min_speedup and, beside the incumbent, is above 1.0 (its interval is not held to 3-5:
-   the first window's was);
+   the first alone would have promoted (owes_second_window: the loop asks the evaluator for one),
+   since an instance of a kernel (a build loaded into the harness child) can run a few percent
+   apart from another instance of it for a whole window: it measures the first window's
+   instances beside every member built again (optimizer.evaluation.window
+   .SECOND_WINDOW_INSTANCES instances of each source, alternated). Criteria 3 and 6 are then
+   judged over every pair of instances of the candidate and its reference (the first pair in
+   both windows, each new build a pair of its own) on stats.instance_interval: the bootstrap of
+   every window, and a term for how far instances of one source run apart, estimated from the
+   instances of one source in one window (instance_variance: the candidate's second window and
+   those of earlier rounds); the decision notes the estimate. Once earlier rounds give one,
+   a decision's interval carries it, a first window's too (one pair). A second window recorded
+   before instances were (one new pair only, nothing measured between instances) is a
+   replicate: its own speedup must also clear min_speedup and, beside the incumbent, be above
+   1.0;
 8. the ncu veto (optimizer.decision.kernel.ncu_veto): no scored case's main kernel runs more
    than 1% longer under ncu than the baseline's.
 
@@ -52,6 +61,7 @@ Reasons name every criterion that failed, with the numbers; notes what qualified
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
@@ -271,15 +281,16 @@ def _scored(
 
 
 def window_blocks(
-    state: RunState, window_id: str, phase: Phase
+    state: RunState, window_id: str, phase: Phase, instance: int = 1
 ) -> dict[str, dict[str, dict[int, list[float]]]]:
-    """Every member's samples in one window: member -> case -> block -> samples; the calls
-    that ran while the GPU throttled or was shared (machine.marked_calls) left out."""
+    """Every member's samples in one window, of one instance of each source (BenchmarkSampled
+    .instance): member -> case -> block -> samples; the calls that ran while the GPU throttled or
+    was shared (machine.marked_calls) left out."""
     marked = machine.marked_calls(state, window_id, phase)
     out: dict[str, dict[str, dict[int, list[float]]]] = {}
     for cid, c in state.candidates.items():
         for s in c.window_samples(window_id, phase):
-            if (cid, s.case_id, s.block) in marked:
+            if s.instance != instance or (cid, s.case_id, s.block, s.instance) in marked:
                 continue
             out.setdefault(cid, {}).setdefault(s.case_id, {}).setdefault(s.block, []).extend(
                 s.samples_us
@@ -319,10 +330,13 @@ def _replicate_windows(fin: CandidateState) -> list[str]:
 
 @dataclass(frozen=True)
 class _Measurement:
-    """One window's comparisons: over the baseline, and over the incumbent when it was in it."""
+    """One window's comparisons of one pair of instances: over the baseline, and over the
+    incumbent when it was in it; and the blocks each rests on (reference, candidate)."""
 
     vs_baseline: Comparison
     vs_incumbent: Comparison | None
+    baseline_blocks: stats.Pair
+    incumbent_blocks: stats.Pair | None
 
 
 def _incumbent_problems(state: RunState, cid: str, measurements: list[_Measurement]) -> list[str]:
@@ -349,6 +363,146 @@ def _incumbent_problems(state: RunState, cid: str, measurements: list[_Measureme
     return problems
 
 
+def _measure(
+    state: RunState,
+    cand: CandidateState,
+    window_id: str,
+    instance: int,
+    weights: Mapping[str, float],
+    protected: Collection[str],
+) -> _Measurement | DecisionMade:
+    """One window's measurement of one instance of each member (window_blocks), or the decision
+    it forces (a case lost to marked calls, a case that cannot be scored)."""
+    cid = cand.candidate_id
+    incumbent = state.incumbent_id
+    members = window_blocks(state, window_id, Phase.ROUND, instance)
+    base_b, cand_b = paired(members.get(BASELINE_ID, {}), members.get(cid, {}))
+    lost = _lost_to_marks(state, cid, window_id, Phase.ROUND, cand_b)
+    if lost:
+        return DecisionMade(
+            candidate_id=cid,
+            outcome=Outcome.FAILED,
+            reason=f"no benchmark call of case {lost[0]} ran on a quiet GPU beside the "
+            "baseline (every one it had throttled or shared the GPU): not a measurement of "
+            "its source",
+            measured=False,
+            notes=[n for n in [machine.marked_note(state, window_id, Phase.ROUND)] if n],
+        )
+    scored, problem = _scored(weights, protected, cand, members.get(cid, {}), base_b)
+    if problem:
+        return _failed(cid, problem)
+    vs_inc, inc_pair = None, None
+    if incumbent not in (None, BASELINE_ID, cid) and incumbent in members:
+        inc_b, cand_i = paired(members[incumbent], members[cid])
+        common = {c: wt for c, wt in scored.items() if c in inc_b}
+        if common:
+            vs_inc, inc_pair = compare_blocks(inc_b, cand_i, common), (inc_b, cand_i)
+    return _Measurement(compare_blocks(base_b, cand_b, scored), vs_inc, (base_b, cand_b), inc_pair)
+
+
+def instance_variance(
+    state: RunState, candidate_id: str, weights: Mapping[str, float]
+) -> stats.InstanceVariance:
+    """How far instances of one source run apart (stats.instance_variance), from the controls a
+    decision of the candidate may use: each member of a second window (remeasure_window) was
+    measured there in several instances, its first build and its builds again, alternated; they
+    are one control (the run's weights, over the cases and blocks every instance has). The second
+    windows are the candidate's own and those of candidates of earlier rounds: the candidates of
+    one round are decided on the same controls whether they were measured one after another or
+    side by side on several devices (a parallel round's evaluations overlap)."""
+    controls = []
+    own_round = state.candidates[candidate_id].proposal.round
+    for cid, c in state.candidates.items():
+        wid = remeasure_window(cid)
+        if not (cid == candidate_id or c.proposal.round < own_round):
+            continue
+        by_instance = {i: window_blocks(state, wid, Phase.ROUND, i) for i in _instances(state, wid)}
+        for member in by_instance.get(2, {}):
+            sides = aligned([b[member] for b in by_instance.values() if member in b])
+            common = {case: w for case, w in weights.items() if case in sides[0]}
+            if len(sides) > 1 and common:
+                controls.append(stats.control(sides, common))
+    return stats.instance_variance(controls)
+
+
+def aligned(members: list[Mapping[str, Mapping[int, list[float]]]]) -> list[Blocks]:
+    """Every member's blocks of the cases all of them have, keeping the blocks all of them have
+    (paired by index, as paired() pairs two)."""
+    out: list[Blocks] = [{} for _ in members]
+    for case in set.intersection(*(set(m) for m in members)):
+        common = sorted(set.intersection(*(set(m[case]) for m in members)))
+        if common:
+            for side, m in zip(out, members, strict=True):
+                side[case] = [m[case][b] for b in common]
+    return out
+
+
+def _instances(state: RunState, window_id: str) -> list[int]:
+    """The instances measured in a ROUND window, in order (1: the first builds)."""
+    return sorted(
+        {
+            s.instance
+            for c in state.candidates.values()
+            for s in c.window_samples(window_id, Phase.ROUND)
+        }
+    )
+
+
+def _combined(
+    first: Comparison, pairs: list[list[stats.Pair]], instances: stats.InstanceVariance
+) -> Comparison | None:
+    """`first` (a comparison of one window) over every pair of instances (stats.instance_interval:
+    their speedup and an interval that carries how far instances run apart), on the cases every
+    window has; the cases' own numbers are `first`'s. None when no case is in every window."""
+    common = {
+        c.case_id: c.weight
+        for c in first.cases
+        if all(c.case_id in ref and c.case_id in cand for p in pairs for ref, cand in p)
+    }
+    if not common:
+        return None
+    point, low, high = stats.instance_interval(pairs, common, instances)
+    return Comparison(point, low, high, first.cases)
+
+
+def _over_instances(
+    pairs: list[list[_Measurement]], instances: stats.InstanceVariance
+) -> _Measurement:
+    """The measurement of the first pair's first window, its comparisons taken over every pair of
+    instances (_combined); against the incumbent only where every window had it."""
+    first = pairs[0][0]
+    if len(pairs) == 1 and len(pairs[0]) == 1 and instances.variance == 0:
+        return first  # nothing to add to the window's own interval
+    vs_base = _combined(
+        first.vs_baseline, [[m.baseline_blocks for m in p] for p in pairs], instances
+    )
+    assert vs_base is not None  # every window scored the candidate's cases beside the baseline
+    inc = [[m.incumbent_blocks for m in p if m.incumbent_blocks is not None] for p in pairs]
+    vs_inc = None
+    if first.vs_incumbent is not None and sum(map(len, inc)) == sum(map(len, pairs)):
+        vs_inc = _combined(first.vs_incumbent, inc, instances)
+    return _Measurement(vs_base, vs_inc, first.baseline_blocks, first.incumbent_blocks)
+
+
+def _instance_notes(
+    instances: stats.InstanceVariance, pairs: list[list[_Measurement]] | None
+) -> list[str]:
+    """What the interval carries of the instances: the run's estimate, and the pairs of instances
+    a second window measured."""
+    notes = []
+    if instances.df:
+        notes.append(
+            f"instances: sigma_I {instances.sigma:.2%} between instances of one source, "
+            f"{math.sqrt(instances.spread):.2%} with the windows' noise, carried in the interval "
+            f"(df {instances.df}, from instances of one source measured in one window: its second "
+            "window's and earlier rounds')"
+        )
+    if pairs is not None:
+        each = ", ".join(f"{p[-1].vs_baseline.speedup:.4f}x" for p in pairs)
+        notes.append(f"over {len(pairs)} pairs of instances of it and the baseline: {each}")
+    return notes
+
+
 def _decide_in_windows(
     state: RunState,
     cand: CandidateState,
@@ -358,39 +512,33 @@ def _decide_in_windows(
     protected: Collection[str],
 ) -> DecisionMade:
     cid = cand.candidate_id
-    incumbent = state.incumbent_id
     measurements: list[_Measurement] = []
     for w in windows:
-        members = window_blocks(state, w, Phase.ROUND)
-        base_b, cand_b = paired(members.get(BASELINE_ID, {}), members.get(cid, {}))
-        lost = _lost_to_marks(state, cid, w, Phase.ROUND, cand_b)
-        if lost:
-            return DecisionMade(
-                candidate_id=cid,
-                outcome=Outcome.FAILED,
-                reason=f"no benchmark call of case {lost[0]} ran on a quiet GPU beside the "
-                "baseline (every one it had throttled or shared the GPU): not a measurement of "
-                "its source",
-                measured=False,
-                notes=[n for n in [machine.marked_note(state, w, Phase.ROUND)] if n],
-            )
-        scored, problem = _scored(weights, protected, cand, members.get(cid, {}), base_b)
-        if problem:
-            return _failed(cid, problem)
-        vs_base = compare_blocks(base_b, cand_b, scored)
-        vs_inc = None
-        if incumbent not in (None, BASELINE_ID, cid) and incumbent in members:
-            inc_b, cand_i = paired(members[incumbent], members[cid])
-            common = {c: wt for c, wt in scored.items() if c in inc_b}
-            vs_inc = compare_blocks(inc_b, cand_i, common) if common else None
-        measurements.append(_Measurement(vs_base, vs_inc))
+        m = _measure(state, cand, w, 1, weights, protected)
+        if isinstance(m, DecisionMade):
+            return m
+        measurements.append(m)
     tripped = _tripwires(cand)
     if tripped and len(measurements) < 2:
         return _first_measurement_only(cand, tripped)
-    # A tripwire's second measurement is held to every criterion; the second window a first
-    # window's promotion owes is a replicate of it (new instances): its point must clear.
-    replicate = measurements[1] if len(measurements) > 1 and not tripped else None
-    judged = measurements[:1] if replicate is not None else measurements
+    instances = instance_variance(state, cid, weights)
+    pairs: list[list[_Measurement]] | None = None
+    replicate = None
+    if len(measurements) > 1 and not tripped:
+        # The second window a first window's promotion owes: new instances (2, 3, ...) beside the
+        # first ones, each a pair of instances of its own; before events recorded instances, it
+        # measured only new ones, and their pair is held to the replicate's rule.
+        pairs = [measurements]
+        for instance in _instances(state, windows[1])[1:]:
+            again = _measure(state, cand, windows[1], instance, weights, protected)
+            if isinstance(again, DecisionMade):
+                return again
+            pairs.append([again])
+        if len(pairs) == 1:
+            pairs, replicate = [[m] for m in measurements], measurements[1]
+        judged = [_over_instances(pairs, instances)]
+    else:  # one window, or a tripwire's two (the same instances), each held to every criterion
+        judged = [_over_instances([[m]], instances) for m in measurements]
     problems: list[str] = []
     notes: list[str] = []
     for i, m in enumerate(judged):
@@ -403,12 +551,7 @@ def _decide_in_windows(
         problems += _replicate_problems(state, cid, replicate, thresholds)
     scored = {c.case_id: c.weight for c in measurements[0].vs_baseline.cases}
     problems += kernel.ncu_veto(state, cid, scored)
-    # reported: the window every criterion was checked on where the replicate held, else the worse
-    reported = (
-        measurements[0].vs_baseline
-        if replicate is not None and not problems
-        else min((m.vs_baseline for m in measurements), key=lambda c: c.speedup)
-    )
+    reported = min((m.vs_baseline for m in judged), key=lambda c: c.speedup)
     latency = {c.case_id: c.candidate_median_us for c in measurements[0].vs_baseline.cases}
     machine_notes = [n for w in windows if (n := machine.marked_note(state, w, Phase.ROUND))]
     machine_notes += machine.host_notes(state, cid, latency)
@@ -417,21 +560,20 @@ def _decide_in_windows(
         cand,
         reported,
         problems,
-        notes,
+        notes + _instance_notes(instances, pairs),
         tripped,
         machine_notes,
-        again=None if replicate is None else replicate.vs_baseline.speedup,
+        again=None if pairs is None else pairs[-1][-1].vs_baseline.speedup,
     )
 
 
 def _replicate_problems(
     state: RunState, cid: str, m: _Measurement, thresholds: Thresholds
 ) -> list[str]:
-    """Why the second window (new instances of the candidate and its references) does not
-    replicate the first window's promotion: its speedup over the baseline below min_speedup, or
-    not above the incumbent it was measured beside. Its interval is not held to the criteria:
-    the first window's was; the second asks whether the gain belongs to the source or to the
-    instances, as the replicates of a final revalidation do (docs/GUARDS.md)."""
+    """Why a second window recorded before instances were (new instances of the candidate and
+    its references only: no control) does not replicate the first window's promotion: its
+    speedup over the baseline below min_speedup, or not above the incumbent it was measured
+    beside, as those decisions were made (docs/GUARDS.md)."""
     problems = []
     if m.vs_baseline.speedup < thresholds.min_speedup:
         problems.append(
@@ -470,7 +612,7 @@ def _lost_to_marks(
     the baseline because calls were marked (machine.marked_calls)."""
     marked = machine.marked_calls(state, window_id, phase)
     measured = {s.case_id for s in state.candidates[cid].window_samples(window_id, phase)}
-    touched = {case for _, case, _ in marked}
+    touched = {case for _, case, _, _ in marked}
     return sorted(c for c in measured if c in touched and c not in kept)
 
 

@@ -214,6 +214,21 @@ def blocked_interval(
             resamples=resamples,
             seed=seed,
         )
+    tail = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(
+        _blocked_log_resamples(reference, candidate, weights, resamples, seed), [tail, 1.0 - tail]
+    )
+    return float(math.exp(lo)), float(math.exp(hi))
+
+
+def _blocked_log_resamples(
+    reference: Mapping[str, Blocks],
+    candidate: Mapping[str, Blocks],
+    weights: Mapping[str, float],
+    resamples: int,
+    seed: int,
+) -> np.ndarray:
+    """The log speedup of each resample of blocked_interval's paired two-stage bootstrap."""
     rng = np.random.default_rng(seed)
     total_w = float(sum(weights.values()))
     log_means = np.zeros(resamples)
@@ -225,6 +240,117 @@ def blocked_interval(
         log_means += (w / total_w) * (
             _two_stage_log_medians(ref, picks, rng) - _two_stage_log_medians(cand, picks, rng)
         )
+    return log_means
+
+
+@dataclass(frozen=True)
+class Control:
+    """Instances of one source (builds of it loaded into one harness child) measured in one
+    window. Their sources are equal, so what sets their times apart beyond the window's noise is
+    the instances'. Over every two of them: `mean_square`, the mean of the squared log ratio of
+    their times (the weighted geometric mean of one's median over the other's, as
+    blocked_speedup), and `noise_variance`, the mean of the variance the window's noise gives
+    such a ratio (the paired two-stage bootstrap's); `df`: the instances less one."""
+
+    mean_square: float
+    noise_variance: float
+    df: int
+
+
+def control(
+    instances: Sequence[Mapping[str, Blocks]],
+    weights: Mapping[str, float],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> Control:
+    """The Control of two or more instances of one source, their blocks paired by index as in
+    blocked_interval."""
+    if len(instances) < 2:
+        raise ValueError("a control needs two instances of a source")
+    squares: list[float] = []
+    noises: list[float] = []
+    for i, first in enumerate(instances):
+        for second in instances[i + 1 :]:
+            squares.append(math.log(blocked_speedup(first, second, weights)) ** 2)
+            draws = _blocked_log_resamples(first, second, weights, resamples, seed + len(noises))
+            noises.append(float(np.var(draws, ddof=1)))
+    return Control(
+        math.fsum(squares) / len(squares), math.fsum(noises) / len(noises), len(instances) - 1
+    )
+
+
+@dataclass(frozen=True)
+class InstanceVariance:
+    """How far two instances of one source run apart, on the scale of a log speedup, from `df`
+    controls (one degree of freedom each): `variance`, sigma_I^2 of one instance around its
+    source, the windows' noise taken out; `spread`, half the mean square of the controls' log
+    ratios, noise included (sigma_I^2 + noise / 2: what two instances measured in a window
+    differ by, over two). The interval carries `spread` (instance_interval)."""
+
+    variance: float
+    spread: float
+    df: int
+
+    @property
+    def sigma(self) -> float:
+        return math.sqrt(self.variance)
+
+
+def instance_variance(controls: Sequence[Control]) -> InstanceVariance:
+    """sigma_I^2 from controls: the log ratio of two instances of one source is the difference
+    of their effects plus the window's noise, so E[log ratio^2] = 2 sigma_I^2 + noise variance;
+    over the k instances of a control, half the mean square is their sample variance, with k - 1
+    degrees of freedom. Pooled over every control, weighted by its degrees of freedom: `spread`,
+    and `variance` = spread less the noise (half the noise variances, pooled alike), never below
+    0. No controls: 0 with 0 degrees of freedom (nothing measured it)."""
+    df = sum(c.df for c in controls)
+    if not df:
+        return InstanceVariance(0.0, 0.0, 0)
+    spread = math.fsum(c.df * c.mean_square for c in controls) / (2 * df)
+    noise = math.fsum(c.df * c.noise_variance for c in controls) / (2 * df)
+    return InstanceVariance(max(0.0, spread - noise), spread, df)
+
+
+Pair = tuple[Mapping[str, Blocks], Mapping[str, Blocks]]
+"""The reference's and the candidate's blocks of one window (paired by index)."""
+
+
+def instance_interval(
+    instance_pairs: Sequence[Sequence[Pair]],
+    weights: Mapping[str, float],
+    instances: InstanceVariance,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float, float]:
+    """(speedup, low, high) over independent pairs of instances of the two sources: each pair's
+    log speedup is the mean over the windows it was measured in (`instance_pairs[i]`, each
+    window's blocks as blocked_speedup takes them), the speedup the exp of the mean over the
+    pairs. The interval draws every window's paired two-stage bootstrap (blocked_interval)
+    independently and adds to each resample the instances' own term: each pair differs by two
+    instances' effects (variance 2 sigma_I^2), the mean of n pairs by 2 sigma_I^2 / n, drawn as
+    a Student t of the estimate's degrees of freedom scaled to that standard deviation (the
+    variance is estimated from few controls: a normal term would trust it as if known). Without
+    degrees of freedom (no control measured it), or with an estimate of 0, the term is left
+    out."""
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must be in (0, 1)")
+    if not instance_pairs or not all(instance_pairs):
+        raise ValueError("every pair of instances needs a window")
+    point = 0.0
+    log_means = np.zeros(resamples)
+    seeds = iter(range(seed, seed + sum(len(p) for p in instance_pairs)))
+    for windows in instance_pairs:
+        for ref, cand in windows:
+            share = 1.0 / (len(instance_pairs) * len(windows))
+            point += share * math.log(blocked_speedup(ref, cand, weights))
+            log_means += share * _blocked_log_resamples(ref, cand, weights, resamples, next(seeds))
+    if instances.df > 0 and instances.variance > 0:
+        rng = np.random.default_rng(seed - 1)
+        scale = math.sqrt(2.0 * instances.variance / len(instance_pairs))
+        log_means += scale * rng.standard_t(instances.df, resamples)
     tail = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(log_means, [tail, 1.0 - tail])
-    return float(math.exp(lo)), float(math.exp(hi))
+    return math.exp(point), float(math.exp(lo)), float(math.exp(hi))

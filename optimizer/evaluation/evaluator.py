@@ -225,8 +225,9 @@ class Evaluator:
         once its last sample is taken (the loop may start work of its own from there on).
         `second_window` is asked once the first window's events are emitted (and no tripwire
         measured a second one already); True: every member is built again (new instances, no
-        event) and measured in a second window, remeasure_window(candidate): the loop asks for it
-        when the first window alone would promote (optimizer.decision.policy, rule 7)."""
+        build event) and measured beside the first instances in a second window,
+        remeasure_window(candidate): the loop asks for it when the first window alone would
+        promote (optimizer.decision.policy, rule 7)."""
         cid = req.candidate_id
         if self.static_checks:
             findings = static_guard.check_source(req.source, self.trusted_source)
@@ -324,20 +325,25 @@ class Evaluator:
         return True
 
     def _rebuilt(self, members: list[tuple[Run, str]], req: EvalRequest) -> list[tuple[Run, str]]:
-        """The members built again in their child under new keys (the harness loads each source
-        anew: another module, another launch path, other allocations), recorded in the window
-        remeasure_window(candidate). Seen on the H200 (an A/A call on 2026-12-04 whose files were
-        lost; issue 27's note has its numbers): on a launch-bound 4M+3-element case, one instance
-        of a kernel ran 0.4-4% faster than the incumbent's instance in all 6 blocks of a window
-        (1.022x, 99% CI 1.000-1.025: promoted). One window's blocks cannot show that a gap
-        belongs to the instances, not the sources; a second window of new instances does."""
+        """The members of the second window, remeasure_window(candidate): the first window's
+        instances and every member built again in their child under new keys, A.2, R1.2, A.3 ...
+        (the harness loads each source anew: another module, another launch path, other
+        allocations), window.SECOND_WINDOW_INSTANCES instances of each, all alternated. Seen on the H200 (an A/A call on 2026-12-04 whose files were lost; issue
+        27's note has its numbers): on a launch-bound 4M+3-element case, one instance of a kernel
+        ran 0.4-4% faster than the incumbent's instance in all 6 blocks of a window (1.022x, 99%
+        CI 1.000-1.025: promoted). One window's blocks cannot show that a gap belongs to the
+        instances, not the sources; new instances give the decision a second pair of them, and
+        the two instances of each source side by side in one window measure how far instances
+        of one source run apart (optimizer.decision.stats.instance_variance)."""
         run = members[0][0]
         sources = {r.candidate_id: r.source for r in req.references} | {run.cid: req.source}
-        window = remeasure_window(run.cid)
-        out = []
-        for member, key in members:
-            self._build_beside(member, f"{key}.2", sources[member.cid], req, "again")
-            out.append((member.in_window(window), f"{key}.2"))
+        wid = remeasure_window(run.cid)
+        out = [(member.in_window(wid), key) for member, key in members]
+        for instance in range(2, window.SECOND_WINDOW_INSTANCES + 1):
+            for member, key in members:
+                again = f"{key}.{instance}"
+                self._build_beside(member, again, sources[member.cid], req, "again")
+                out.append((member.in_window(wid, instance), again))
         return out
 
     def _references(self, session: Session, req: EvalRequest, emit: Emit) -> list[tuple[Run, str]]:

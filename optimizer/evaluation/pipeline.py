@@ -96,12 +96,16 @@ class Run:
         self.phase = phase
         self.emit = emit
         self.window_id = window_id or cid  # the window its samples are recorded in
+        self.instance = 1  # which build of its source in this child it measures (BenchmarkSampled)
         self.declared: dict[str, tuple[int | None, int | None]] = {}  # case -> (bytes, flops)
 
-    def in_window(self, window_id: str) -> Run:
-        """This candidate's commands, recorded in another window of the same child."""
+    def in_window(self, window_id: str, instance: int | None = None) -> Run:
+        """This candidate's commands, recorded in another window of the same child (and as
+        another instance of its source, when given)."""
         other = copy.copy(self)
         other.window_id = window_id
+        if instance is not None:
+            other.instance = instance
         return other
 
     def fail(self, candidate_id: str, stage: str, detail: str, reason: str) -> NoReturn:
@@ -244,6 +248,7 @@ class Run:
                 phase=self.phase,
                 block=block,
                 window_id=self.window_id,
+                instance=self.instance,
                 extra=extra,
                 samples_us=samples,
                 warmup_count=reply.get("warmup_count"),
@@ -261,6 +266,7 @@ class Run:
             phase=self.phase,
             window_id=self.window_id,
             block=block,
+            instance=self.instance,
             **reply["machine"],
         )
         self.emit(state)
@@ -403,7 +409,7 @@ def measure_window(
     are not marked, gets one up to req.max_extra_blocks blocks. Returns the first member's median
     per case, marked calls left out (a case with none left is missing). `warm_up`: the window's
     first call is preceded by one warm-up call (benchmark_case)."""
-    samples: dict[str, dict[str, list[float]]] = {run.cid: {} for run, _ in members}
+    samples: dict[str, dict[str, list[float]]] = {key: {} for _, key in members}
     owed: dict[str, int] = {}  # case -> its marked calls not yet measured again
     warm = warm_up and bool(cases)
 
@@ -418,7 +424,7 @@ def measure_window(
                 if was_marked:
                     owed[case.case_id] = owed.get(case.case_id, 0) + 1
                 else:
-                    samples[run.cid].setdefault(case.case_id, []).extend(got)
+                    samples[key].setdefault(case.case_id, []).extend(got)
 
     size = window.per_call(req.repetitions)
     turn = len(members)
@@ -447,7 +453,7 @@ def measure_window(
             remeasure_turns -= 1
         else:
             noisy_turns -= 1
-    own = members[0][0].cid
+    own = members[0][1]
     return {case: stats.median(s) for case, s in samples[own].items() if s}
 
 

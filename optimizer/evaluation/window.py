@@ -51,6 +51,16 @@ away the bias: 30 A/A decisions on that GEMM with the warm-up still read 0.985 (
 candidate's instance about 1.5% slower in every block whichever side went first
 (benchmarks/results/h200_noise_2026-12-04/README.md); its cause is not known yet."""
 
+SECOND_WINDOW_INSTANCES = 3
+"""Instances of each member a second window measures (remeasure_window): the first window's, and
+the member built again twice. Each source's instances are a control of how far instances of one
+source run apart (optimizer.decision.stats.instance_variance: 2 degrees of freedom a source) and
+each new build a pair of instances of the candidate and its references of its own. Simulated
+(benchmarks/noise_sim.py, 1000 A/A decisions a model, each a run's first second window): with
+two instances a source (2 degrees of freedom) identical kernels whose instances run 1% and 2%
+apart were promoted in 1.3% and 1.1% of decisions, the estimate of their variance 0 too often;
+with three (4), in 0.8% and 0.5%."""
+
 MAX_WARM_UP_CALLS = 50
 """Warm-up calls a window makes at most, however short each is (a 10 us kernel's do_bench)."""
 

@@ -312,7 +312,7 @@ def _sampled_line(e: BenchmarkSampled, state: RunState) -> str | None:
     if second and len(window) == 1:  # its first call
         return (
             f"{e.candidate_id} second window: it and its references built again (new "
-            "instances) and measured again before it is decided"
+            "instances) and measured beside the first ones before it is decided"
         )
     if e.block == 0 and (too_many := _more_samples_than_asked(e, state)):
         return f"{e.candidate_id} bench {e.case_id}:{too_many}"  # once a case and window
@@ -322,7 +322,7 @@ def _sampled_line(e: BenchmarkSampled, state: RunState) -> str | None:
     so_far = [
         x
         for s in window
-        if s.case_id == e.case_id and (e.candidate_id, e.case_id, s.block) not in marked
+        if s.case_id == e.case_id and (e.candidate_id, e.case_id, s.block, s.instance) not in marked
         for x in s.samples_us
     ]
     max_cv = state.started.thresholds.max_cv if state.started else None

@@ -36,7 +36,7 @@ def test_record_has_the_documented_flat_form():
         _env(BenchmarkSampled(candidate_id="c1", case_id="a", samples_us=[1.0, 2.0]))
     )
     assert list(rec) == list(codec.RECORD_KEYS)
-    assert rec["type"] == "BenchmarkSampled" and rec["schema_version"] == 2
+    assert rec["type"] == "BenchmarkSampled" and rec["schema_version"] == 3
     assert "type" not in rec["payload"] and rec["payload"]["samples_us"] == [1.0, 2.0]
     assert rec["recorded_at"] == "2026-11-30T00:00:00+00:00"
 
@@ -49,9 +49,9 @@ def test_payload_may_be_json_text_as_parquet_keeps_it():
 
 def test_newer_schema_version_is_refused_with_upgrade_advice():
     rec = codec.encode(_env(BenchmarkSampled(candidate_id="c1", case_id="a", samples_us=[1.0])))
-    rec["schema_version"] = 3
+    rec["schema_version"] = 4
     with pytest.raises(
-        SchemaTooNewError, match=r"BenchmarkSampled v3, this tlxdb reads up to v2; upgrade tlxdb"
+        SchemaTooNewError, match=r"BenchmarkSampled v4, this tlxdb reads up to v3; upgrade tlxdb"
     ):
         codec.decode(rec)
 

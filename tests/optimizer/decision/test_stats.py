@@ -91,3 +91,66 @@ def test_the_interval_narrows_with_more_samples():
         low, high = stats.speedup_interval(base, cand, {"a": 1.0})
         widths.append(high / low)
     assert widths[1] < widths[0]
+
+
+def _instances(rng: np.random.Generator, factor: float, blocks: int = 8) -> dict[str, list]:
+    """One instance's blocks of two samples per case: its own speed `factor`, CV 1% besides."""
+    return {
+        case: [list(t * factor * np.exp(rng.normal(0, 0.01, 2))) for _ in range(blocks)]
+        for case, t in (("a", 10.0), ("b", 100.0))
+    }
+
+
+def test_instance_variance_recovers_a_known_sigma_from_controls_of_two_instances():
+    """Controls measured as a second window measures them: two instances of one source, each at
+    its own speed (a lognormal factor of sigma_I 2%), in one window of blocks with 1% noise.
+    Pooled over 200 controls of two and three instances, the estimate of sigma_I is within 10%
+    of the truth; the spread keeps the windows' noise in, and is larger."""
+    rng = np.random.default_rng(5)
+    sigma_i = 0.02
+    weights = {"a": 1.0, "b": 1.0}
+    controls = [
+        stats.control(
+            [_instances(rng, math.exp(rng.normal(0, sigma_i))) for _ in range(k)],
+            weights,
+            resamples=400,
+        )
+        for k in (2, 3) * 100
+    ]
+    est = stats.instance_variance(controls)
+    assert est.df == 300  # one per control of two instances, two per control of three
+    assert est.sigma == pytest.approx(sigma_i, rel=0.10)
+    assert est.spread > est.variance
+
+
+def test_instance_variance_of_identical_instances_is_small_and_never_negative():
+    """Controls whose instances run alike: what is left is the windows' noise, taken out."""
+    rng = np.random.default_rng(6)
+    weights = {"a": 1.0, "b": 1.0}
+    controls = [
+        stats.control([_instances(rng, 1.0), _instances(rng, 1.0)], weights, resamples=400)
+        for _ in range(100)
+    ]
+    est = stats.instance_variance(controls)
+    assert 0.0 <= est.sigma < 0.002 and est.spread > 0
+    assert stats.instance_variance([]) == stats.InstanceVariance(0.0, 0.0, 0)
+    with pytest.raises(ValueError, match="two instances"):
+        stats.control([_instances(rng, 1.0)], weights)
+
+
+def test_the_instance_term_widens_the_interval_of_pairs_of_instances():
+    """One window of two instances differing by 4%: without an estimate of how far instances run
+    apart the interval is the window's own (blocked_interval); with one (sigma_I 2% from 2
+    controls) it widens past 1.0; two pairs of instances narrow it again."""
+    rng = np.random.default_rng(8)
+    weights = {"a": 1.0, "b": 1.0}
+    pair = (_instances(rng, 1.04), _instances(rng, 1.0))
+    none = stats.InstanceVariance(0.0, 0.0, 0)
+    point, low, high = stats.instance_interval([[pair]], weights, none)
+    assert (low, high) == stats.blocked_interval(*pair, weights)
+    assert point == pytest.approx(stats.blocked_speedup(*pair, weights)) and low > 1.0
+    measured = stats.InstanceVariance(0.02**2, 0.02**2, 2)
+    _, wide_low, wide_high = stats.instance_interval([[pair]], weights, measured)
+    assert wide_low < 1.0 < point < high < wide_high
+    _, two_low, _ = stats.instance_interval([[pair], [pair]], weights, measured)
+    assert wide_low < two_low

@@ -33,7 +33,11 @@ SIM = {"TLXDB_SIMULATED_DEVICES": "4", "SLEEP_HARNESS_S": "0.3"}
 
 
 def _decisions(envs: list[Envelope]) -> list[tuple]:
-    """Every decision with what decides it: candidate, knobs, outcome, numbers, incumbent."""
+    """Every decision with what decides it: candidate, knobs, outcome, speedup, incumbent, and
+    whether its interval lies above 1.0. Not the interval itself: a candidate measured in a
+    parallel round beside a baseline only (its incumbent promoted while it was measured) has a
+    second window that the serial run, which measured it beside that incumbent, did not owe it,
+    and its interval is over the pairs of instances of both windows."""
     state = fold(envs)
     return [
         (
@@ -41,8 +45,7 @@ def _decisions(envs: list[Envelope]) -> list[tuple]:
             state.candidates[d.candidate_id].proposal.knobs,
             d.outcome,
             d.speedup,
-            d.ci_low,
-            d.ci_high,
+            d.ci_low is not None and d.ci_low > 1.0,
             d.compared_to,
         )
         for d in (e.event for e in envs)
