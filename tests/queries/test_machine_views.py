@@ -62,3 +62,36 @@ def test_the_view_marks_by_the_same_degrading_reasons_as_the_decision(tmp_path):
     listed = re.search(r"list_has_any\(json_keys\(reasons\), \[(.*?)\]\)", sql, re.S)
     assert listed is not None
     assert re.findall(r"'(\w+)'", listed.group(1)) == list(machine.DEGRADING_REASONS)
+
+
+def test_each_instance_of_a_second_window_keeps_its_own_calls_and_samples(tmp_path):
+    """A second window measures several builds of each member under one candidate id, window and
+    block; the views tell them apart by `instance` (store schema v9). Joined without it, every
+    machine state of a block met every instance's samples: 3 x 3 rows for 3 instances."""
+    events: list[Event] = [*m.started(), *m.proposal("c001", 512), *m.verified("c001", ("decode",))]
+    kinds = {2: "degrading"}
+    for instance in (1, 2, 3):
+        for cid in ("c001", BASELINE_ID):
+            samples = [10.0 * instance, 10.0 * instance + 1]
+            events += m.call(
+                cid, "decode", "c001.remeasure", 0, samples, kinds.get(instance, "quiet"),
+                instance=instance,
+            )  # fmt: skip
+    store = Store(tmp_path / "s.duckdb")
+    ingest_run(store, "r-instances", events)
+    rows = queries.query(
+        store,
+        "SELECT instance, samples_us, marked FROM machine_states "
+        "WHERE candidate_id = 'c001' ORDER BY instance",
+    ).to_pylist()
+    assert rows == [
+        {"instance": 1, "samples_us": [10.0, 11.0], "marked": False},
+        {"instance": 2, "samples_us": [20.0, 21.0], "marked": True},
+        {"instance": 3, "samples_us": [30.0, 31.0], "marked": False},
+    ]
+    per_instance = queries.query(
+        store,
+        "SELECT instance, list(sample_us ORDER BY sample_index) AS s FROM samples "
+        "WHERE candidate_id = 'c001' GROUP BY instance ORDER BY instance",
+    ).to_pylist()
+    assert [r["s"] for r in per_instance] == [[10.0, 11.0], [20.0, 21.0], [30.0, 31.0]]

@@ -112,8 +112,10 @@ def call(
     samples: list[float],
     kind: str = "quiet",
     phase: Phase = Phase.ROUND,
+    instance: int = 1,
 ) -> list[Event]:
-    """One harness benchmark call in a window and the machine's state while it ran."""
+    """One harness benchmark call in a window (of the member's `instance`-th build there) and
+    the machine's state while it ran."""
     return [
         BenchmarkSampled(
             candidate_id=cid,
@@ -121,6 +123,7 @@ def call(
             phase=phase,
             block=block,
             window_id=window,
+            instance=instance,
             samples_us=samples,
         ),
         MachineSampled(
@@ -129,6 +132,7 @@ def call(
             phase=phase,
             window_id=window,
             block=block,
+            instance=instance,
             **state(kind),
         ),
     ]

@@ -329,9 +329,20 @@ V4_TABLES = (
 )
 
 
+def _as_v8(store_path: Path) -> None:
+    """Turn a store into what tlxdb's store schema v8 wrote: no instance column on the samples
+    and the machine states."""
+    con = duckdb.connect(str(store_path))
+    con.execute("ALTER TABLE proj_samples DROP COLUMN instance")
+    con.execute("ALTER TABLE proj_machine DROP COLUMN instance")
+    con.execute("UPDATE tlxdb_meta SET value = '8' WHERE key = 'store_schema_version'")
+    con.close()
+
+
 def _as_v7(store_path: Path) -> None:
     """Turn a store into what tlxdb's store schema v7 wrote: no proj_run_inputs, and
     proj_candidates.remeasures named replays."""
+    _as_v8(store_path)
     con = duckdb.connect(str(store_path))
     con.execute("DROP TABLE proj_run_inputs")
     con.execute("ALTER TABLE proj_candidates RENAME COLUMN remeasures TO replays")
@@ -383,16 +394,16 @@ def _as_v3(store_path: Path) -> None:
     con.close()
 
 
-@pytest.mark.parametrize("older", [_as_v7, _as_v6, _as_v5, _as_v4, _as_v3])
+@pytest.mark.parametrize("older", [_as_v8, _as_v7, _as_v6, _as_v5, _as_v4, _as_v3])
 def test_an_older_store_is_upgraded_on_open_and_every_view_answers_as_before(tmp_path, older):
     """v4 projects what the views used to parse out of the events, v5 each run's candidate count
     and best promoted candidate, v6 windows and notes, v7 machine states, v8 each run's case
-    parameters and prior runs; a v7, v6, v5, v4 or v3 store gets them on open,
+    parameters and prior runs, v9 the instance of each sample; a v8 .. v3 store gets them on open,
     and every view answers exactly as it did (the history test store: every event type)."""
     path = history_store.build(tmp_path / "store.duckdb")
     store = Store(path)
     store.ingest(envelopes("cut", [run_started(), *cut_short("c001", "def k(): return 7")]))
-    tables = (*V4_TABLES, *V4_COLUMNS, "proj_run_candidates", "proj_run_inputs")
+    tables = (*V4_TABLES, *V4_COLUMNS, "proj_run_candidates", "proj_run_inputs", "proj_samples")
     projected = {t: store.query(f"SELECT * FROM {t} ORDER BY ALL") for t in tables}
     views = {n: queries.query(store, f"SELECT * FROM {n} ORDER BY ALL") for n in queries.names()}
     assert projected["proj_case_speedups"].num_rows and projected["proj_finishes"].num_rows

@@ -131,10 +131,10 @@ DROP TABLE decided;
 -- one row per sample: the list and its positions unnested side by side
 INSERT INTO proj_samples
 SELECT run_id, p.candidate_id, p.case_id, p.phase, p.block, unnest(range(len(p.samples_us))), unnest(p.samples_us), seq,
-    p.window_id
+    p.window_id, coalesce(p.instance, 1)
 FROM (
     SELECT run_id, seq, from_json(payload, '{"candidate_id": "VARCHAR", "case_id": "VARCHAR", "phase": "VARCHAR",
-        "block": "INTEGER", "samples_us": "DOUBLE[]", "window_id": "VARCHAR"}') AS p
+        "block": "INTEGER", "samples_us": "DOUBLE[]", "window_id": "VARCHAR", "instance": "INTEGER"}') AS p
     FROM unprojected WHERE type = 'BenchmarkSampled'
 );
 
@@ -143,13 +143,13 @@ INSERT INTO proj_machine
 SELECT run_id, p.candidate_id, p.case_id, p.phase, p.window_id, p.block, seq, p.readings, p.duration_ms,
     p.sm_clock_min_mhz, p.sm_clock_median_mhz, p.sm_clock_max_mhz, p.mem_clock_min_mhz, p.mem_clock_median_mhz,
     p.power_median_w, p.power_max_w, p.temperature_max_c, CAST(payload -> 'reasons' AS JSON),
-    CAST(payload -> 'neighbours' AS JSON), p.source
+    CAST(payload -> 'neighbours' AS JSON), p.source, coalesce(p.instance, 1)
 FROM (
     SELECT run_id, seq, payload, from_json(payload, '{"candidate_id": "VARCHAR", "case_id": "VARCHAR", "phase": "VARCHAR",
         "window_id": "VARCHAR", "block": "INTEGER", "readings": "INTEGER", "duration_ms": "DOUBLE",
         "sm_clock_min_mhz": "DOUBLE", "sm_clock_median_mhz": "DOUBLE", "sm_clock_max_mhz": "DOUBLE",
         "mem_clock_min_mhz": "DOUBLE", "mem_clock_median_mhz": "DOUBLE", "power_median_w": "DOUBLE",
-        "power_max_w": "DOUBLE", "temperature_max_c": "DOUBLE", "source": "VARCHAR"}') AS p
+        "power_max_w": "DOUBLE", "temperature_max_c": "DOUBLE", "source": "VARCHAR", "instance": "INTEGER"}') AS p
     FROM unprojected WHERE type = 'MachineSampled'
 );
 

@@ -136,7 +136,8 @@ CREATE TABLE proj_samples (
     sample_index INTEGER NOT NULL,
     sample_us DOUBLE NOT NULL,
     event_seq BIGINT NOT NULL,
-    window_id VARCHAR  -- store schema v6: the measurement window (NULL: measured alone, v1)
+    window_id VARCHAR,  -- store schema v6: the measurement window (NULL: measured alone, v1)
+    instance INTEGER  -- store schema v9: which build of the source in its window (1: the first)
 );
 
 -- content-addressed: one row per raw source hash
@@ -274,5 +275,6 @@ CREATE TABLE proj_machine (
     temperature_max_c DOUBLE,
     reasons JSON,
     neighbours JSON,
-    source VARCHAR
+    source VARCHAR,
+    instance INTEGER  -- store schema v9: which build of the source in its window (1: the first)
 );

@@ -1,5 +1,5 @@
 """The store file's tables and their version: creating them, checking a file is a store this
-tlxdb can read, and upgrading an older one (tlxstore/sql/schema.sql, upgrade_v2.sql .. upgrade_v8.sql)."""
+tlxdb can read, and upgrading an older one (tlxstore/sql/schema.sql, upgrade_v2.sql .. upgrade_v9.sql)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tlxstore.store.sql import ALIAS, store_sql
 # candidate); 6: measurement windows and notes (proj_samples.window_id, proj_notes); 7: the
 # machine's state per benchmark call (proj_machine); 8: each run's case parameters and
 # --prior-run runs (proj_run_inputs). An older store is upgraded on open, one step after another.
-STORE_SCHEMA_VERSION = 8
+STORE_SCHEMA_VERSION = 9
 # the tables a step creates that project.sql fills: the step fills them for the events projected
 # before it, with project.sql's own statements for them, over the temporary tables those read
 # (`unprojected`, `decided`), which the step makes
@@ -86,7 +86,8 @@ def upgrade(con: duckdb.DuckDBPyConnection) -> None:
     measured flag of decisions; upgrade_v4.sql: the projected columns the views read;
     upgrade_v5.sql: each run's candidate count and best promoted candidate; upgrade_v6.sql:
     measurement windows and notes; upgrade_v7.sql: the machine's state per benchmark call;
-    upgrade_v8.sql: each run's case parameters and prior runs).
+    upgrade_v8.sql: each run's case parameters and prior runs; upgrade_v9.sql: the instance a
+    benchmark call measured).
     Nothing is done
     when another process upgraded it meanwhile."""
     row = con.execute("SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'").fetchone()
