@@ -328,10 +328,11 @@ class Evaluator:
         """The members of the second window, remeasure_window(candidate): the first window's
         instances and every member built again in their child under new keys, A.2, R1.2, A.3 ...
         (the harness loads each source anew: another module, another launch path, other
-        allocations), window.SECOND_WINDOW_INSTANCES instances of each, all alternated. Seen on the H200 (an A/A call on 2026-12-04 whose files were lost; issue
-        27's note has its numbers): on a launch-bound 4M+3-element case, one instance of a kernel
-        ran 0.4-4% faster than the incumbent's instance in all 6 blocks of a window (1.022x, 99%
-        CI 1.000-1.025: promoted). One window's blocks cannot show that a gap belongs to the
+        allocations), window.SECOND_WINDOW_INSTANCES instances of each, all alternated. Seen on
+        the H200 (an A/A call on 2026-12-04 whose files were lost; issue 27's note has its
+        numbers): on a launch-bound 4M+3-element case, one instance of a kernel ran 0.4-4%
+        faster than the incumbent's instance in all 6 blocks of a window (1.022x, 99% CI
+        1.000-1.025: promoted). One window's blocks cannot show that a gap belongs to the
         instances, not the sources; new instances give the decision a second pair of them, and
         the two instances of each source side by side in one window measure how far instances
         of one source run apart (optimizer.decision.stats.instance_variance)."""
