@@ -382,9 +382,9 @@ class BenchmarkSampled(Event):
     candidate alone, compared with the baseline's validation samples.
 
     `instance`: which build of the candidate's source in the window's harness child the call
-    measured: 1 the first, 2 the build of it again that a second window measures beside the
-    first (remeasure_window: two instances of each source in one window, whose gap is the
-    instances', not the sources': optimizer.decision.stats.instance_variance). Version 2 and
+    measured: 1 the first, 2, 3 ... the builds of it again that a second window measures beside
+    the first (remeasure_window: several instances of each source in one window, whose gaps are
+    the instances', not the sources': optimizer.decision.stats.instance_variance). Version 2 and
     before measured one instance of each member in a window (1)."""
 
     SCHEMA_VERSION: ClassVar[int] = 3

@@ -55,12 +55,8 @@ def _v1_sampled(payload: Payload) -> Payload:
     return payload
 
 
-def _v2_sampled(payload: Payload) -> Payload:
-    payload.setdefault("instance", 1)
-    return payload
-
-
-def _v1_machine(payload: Payload) -> Payload:
+def _first_instance(payload: Payload) -> Payload:
+    """BenchmarkSampled v2, MachineSampled v1: one instance of each member in a window."""
     payload.setdefault("instance", 1)
     return payload
 
@@ -101,8 +97,8 @@ RELEASED = Upcasters(
     {
         ("CandidateProposed", 1): _v1_proposed,
         ("BenchmarkSampled", 1): _v1_sampled,
-        ("BenchmarkSampled", 2): _v2_sampled,
-        ("MachineSampled", 1): _v1_machine,
+        ("BenchmarkSampled", 2): _first_instance,
+        ("MachineSampled", 1): _first_instance,
         ("DecisionMade", 1): _v1_decided,
         ("FinalistRevalidated", 1): _v1_revalidated,
         ("RunStarted", 1): _v1_started,

@@ -416,7 +416,10 @@ def instance_variance(
         wid = remeasure_window(cid)
         if not (cid == candidate_id or c.proposal.round < own_round):
             continue
-        by_instance = {i: window_blocks(state, wid, Phase.ROUND, i) for i in _instances(state, wid)}
+        measured = _instances(c, wid)
+        if len(measured) < 2:  # no second window, or one of new instances only (no control)
+            continue
+        by_instance = {i: window_blocks(state, wid, Phase.ROUND, i) for i in measured}
         for member in by_instance.get(2, {}):
             sides = aligned([b[member] for b in by_instance.values() if member in b])
             common = {case: w for case, w in weights.items() if case in sides[0]}
@@ -437,15 +440,12 @@ def aligned(members: list[Mapping[str, Mapping[int, list[float]]]]) -> list[Bloc
     return out
 
 
-def _instances(state: RunState, window_id: str) -> list[int]:
-    """The instances measured in a ROUND window, in order (1: the first builds)."""
-    return sorted(
-        {
-            s.instance
-            for c in state.candidates.values()
-            for s in c.window_samples(window_id, Phase.ROUND)
-        }
-    )
+def _instances(cand: CandidateState, window_id: str) -> list[int]:
+    """The instances of the candidate measured in its ROUND window, in order (1: the first
+    builds); every member of the window was measured in the same ones. Read from the candidate's
+    own samples: the baseline's hold every window of the run, and a decision reads this for each
+    candidate's second window."""
+    return sorted({s.instance for s in cand.window_samples(window_id, Phase.ROUND)})
 
 
 def _combined(
@@ -529,7 +529,7 @@ def _decide_in_windows(
         # first ones, each a pair of instances of its own; before events recorded instances, it
         # measured only new ones, and their pair is held to the replicate's rule.
         pairs = [measurements]
-        for instance in _instances(state, windows[1])[1:]:
+        for instance in _instances(cand, windows[1])[1:]:
             again = _measure(state, cand, windows[1], instance, weights, protected)
             if isinstance(again, DecisionMade):
                 return again

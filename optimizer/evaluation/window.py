@@ -40,12 +40,13 @@ cases undecided (the decision fails them unmeasured) rather than keeping the run
 GPU_WARM_UP_S = 2.0
 """Seconds of warm-up calls before a window's first samples on a GPU (on the CPU: one call).
 Measured on the H200 (the A/A run r20261204-082226-b3f0e6; its export is in git at f3c04e3):
-after the GPU idled through a build, a 4096^3 fp16 GEMM's first do_bench ran 13% fast (boost clock), then the power
-limit swung the clock for about two seconds: in every A/A window the window's 4th and 8th
-harness calls (0.9 and 1.7 s in, at 0.24 s a call) had a sample 5-14% slow. With one warm-up
-call those calls fell on the candidate, so each of five A/A decisions read 0.983-0.990 for an
-identical kernel (benchmarks/noise_sim.py's "every 4th call" models: the same pattern makes the
-candidate 5% slow with a fixed order and promotes noise 3.1% of the time with a random one).
+after the GPU idled through a build, a 4096^3 fp16 GEMM's first do_bench ran 13% fast (boost
+clock), then the power limit swung the clock for about two seconds: in every A/A window the
+window's 4th and 8th harness calls (0.9 and 1.7 s in, at 0.24 s a call) had a sample 5-14% slow.
+With one warm-up call those calls fell on the candidate, so each of five A/A decisions read
+0.983-0.990 for an identical kernel (benchmarks/noise_sim.py's "every 4th call" models: the
+same pattern makes the candidate 5% slow with a fixed order and promotes noise 3.1% of the time
+with a random one).
 Two seconds of load before the first sample take the window past the swing. They did not take
 away the bias: 30 A/A decisions on that GEMM with the warm-up still read 0.985 (median), the
 candidate's instance about 1.5% slower in every block whichever side went first
