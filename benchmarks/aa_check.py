@@ -11,6 +11,13 @@ the incumbent's source with a module constant `_AA_NOOP = <n>` appended (a new n
 each candidate is a new source; nothing reads it, so it runs the incumbent's kernel). Each one is
 measured in its window beside the baseline and decided by the real policy.
 
+`--second-window always` gives every candidate a second window (policy.owes_second_window is
+made to answer yes), not only those its first window would promote: a probe of how instances of
+one source run apart by build order (the first window's candidate A and reference R1, then A.2,
+R1.2, A.3, R1.3 built in that order), recorded per decision as `instances` (each instance's
+median and its load position). Its decisions are decided on both windows, which the rule gives
+only to would-be promotions: they are a probe, not the rule's A/A.
+
 `--cases` replaces the bundle's cases.json. The kernel can be fixed to one configuration first:
 `--pin-autotune I` keeps config I of its `@triton.autotune` list alone (so that every candidate
 and the baseline run the same config, not each its own autotuner's pick), then `--knobs` rewrites
@@ -57,7 +64,8 @@ sys.path.insert(0, str(REPO))
 from hopper_sweep import environment  # noqa: E402
 
 from optimizer.bundle.loading import BUDGET, CASES, locate  # noqa: E402
-from optimizer.decision import stats  # noqa: E402
+from optimizer.decision import policy, stats  # noqa: E402
+from optimizer.evaluation import window  # noqa: E402
 from optimizer.providers import registry  # noqa: E402
 from optimizer.providers.base import Proposal, ProviderContext, Recorder  # noqa: E402
 from optimizer.providers.knobs import apply_knobs, find_knobs, pin_autotune  # noqa: E402
@@ -71,6 +79,7 @@ from tlxstore.events import (  # noqa: E402
     Envelope,
     Outcome,
     Phase,
+    remeasure_window,
 )
 from tlxstore.export import export_runs  # noqa: E402
 from tlxstore.fold import RunState, fold  # noqa: E402
@@ -193,6 +202,30 @@ def _blocks(state: RunState, cid: str, case_id: str) -> dict[str, Any]:
     }
 
 
+def _instances(state: RunState, cid: str) -> list[dict[str, Any]]:
+    """The second window's instances of the candidate and the baseline, in the order the child
+    built them (A, R1 in the first window; then A.2, R1.2, A.3, R1.3): per case each one's median
+    over the window's samples, marked calls included. Empty without a second window."""
+    wid = remeasure_window(cid)
+    out = []
+    for instance in range(1, window.SECOND_WINDOW_INSTANCES + 1):
+        for member, key in ((cid, "A"), (BASELINE_ID, "R1")):
+            medians: dict[str, list[float]] = {}
+            for s in state.candidates[member].window_samples(wid, Phase.ROUND):
+                if s.instance == instance:
+                    medians.setdefault(s.case_id, []).extend(s.samples_us)
+            if medians:
+                out.append(
+                    {
+                        "member": member,
+                        "key": key if instance == 1 else f"{key}.{instance}",
+                        "built": len(out) + 1,
+                        "median_us": {c: stats.median(v) for c, v in medians.items()},
+                    }
+                )
+    return out
+
+
 def decisions(state: RunState, envelopes: list[Envelope]) -> list[dict[str, Any]]:
     """Every candidate's decision, in order, with what it rests on."""
     proposed_at = {
@@ -219,6 +252,7 @@ def decisions(state: RunState, envelopes: list[Envelope]) -> list[dict[str, Any]
                 "reason": d.reason,
                 "notes": d.notes,
                 "seconds": None if start is None else (e.recorded_at - start).total_seconds(),
+                "instances": _instances(state, d.candidate_id),
                 "cases": [
                     {
                         "case_id": c.case_id,
@@ -357,10 +391,14 @@ def run(
         label=f"aa_check {args.label}",
     )
     registry.register(PROVIDER, lambda options: NoopProvider())
+    owes = policy.owes_second_window
+    if args.second_window == "always":
+        policy.owes_second_window = lambda *a, **k: True  # type: ignore[assignment]
     try:
         result = lifecycle.optimize(request, observer=Progress())
     finally:
         registry.unregister(PROVIDER)
+        policy.owes_second_window = owes  # type: ignore[assignment]
     store = open_store(work / "store.duckdb", create=False)
     try:
         envelopes = store.run_envelopes(result.run_id)
@@ -382,6 +420,12 @@ def main(argv: list[str] | None = None) -> int:
         help="intervals that may exclude 1.0 (default: one in twenty decisions, rounded down)",
     )
     ap.add_argument("--cases", type=Path, help="a cases.json in place of the bundle's")
+    ap.add_argument(
+        "--second-window",
+        choices=("rule", "always"),
+        default="rule",
+        help="always: every candidate gets a second window (an instance probe, not the A/A)",
+    )
     ap.add_argument(
         "--pin-autotune", type=int, help="keep this config of the kernel's autotune list alone"
     )
@@ -434,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         "kernel": str(args.kernel),
         "bundle": str(args.bundle),
         "pin_autotune": args.pin_autotune,
+        "second_window": args.second_window,
         "knobs": json.loads(args.knobs) if args.knobs else None,
         "cases": json.loads((args.cases or args.bundle / CASES).read_text()),
         "run_id": result.run_id,
