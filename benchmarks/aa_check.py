@@ -61,6 +61,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 
+from figures import save_png  # noqa: E402
 from hopper_sweep import environment  # noqa: E402
 
 from optimizer.bundle.loading import BUDGET, CASES, locate  # noqa: E402
@@ -348,7 +349,7 @@ def figure(summary: dict[str, Any], path: Path) -> None:
     )
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
-    fig.savefig(path, dpi=72)
+    save_png(fig, path)
     plt.close(fig)
 
 

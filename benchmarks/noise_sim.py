@@ -57,6 +57,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from figures import save_png  # noqa: E402
 
 from optimizer.decision import policy, stats  # noqa: E402
 from optimizer.evaluation import window  # noqa: E402
@@ -300,7 +303,7 @@ def _figure(results: dict, path: Path) -> None:
     right.set_title(f"A/A ({results['aa_trials']} decisions per model)")
     right.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=72)
+    save_png(fig, path)
 
 
 def main() -> int:

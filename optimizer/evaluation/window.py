@@ -50,7 +50,10 @@ with a random one).
 Two seconds of load before the first sample take the window past the swing. They did not take
 away the bias: 30 A/A decisions on that GEMM with the warm-up still read 0.985 (median), the
 candidate's instance about 1.5% slower in every block whichever side went first
-(benchmarks/results/h200_noise_2026-12-04/README.md); its cause is not known yet."""
+(benchmarks/results/h200_noise_2026-12-04/README.md). A probe there found it belongs to the
+first window, not to the instance: the same instance ran level with the reference's in a second
+window (median 1.002), and copies built one after another and timed outside tlxdb did not differ
+by build order. Its cause is not known yet."""
 
 SECOND_WINDOW_INSTANCES = 3
 """Instances of each member a second window measures (remeasure_window): the first window's, and
