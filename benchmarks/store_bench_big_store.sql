@@ -126,7 +126,7 @@ FROM gen WHERE outcome <> 'promoted';
 
 INSERT INTO proj_samples
 SELECT run_id, candidate_id, CASE k WHEN 0 THEN 'small' ELSE 'large' END, 'round', 0, CAST(i AS INTEGER),
-       round((100.0 + 900.0 * k) / speedup * (1 + i / 200.0), 3), seq0 + 2 + k, NULL  -- window_id: measured alone
+       round((100.0 + 900.0 * k) / speedup * (1 + i / 200.0), 3), seq0 + 2 + k, NULL, 1  -- window_id: measured alone; instance: the first build
 FROM gen, range(2) cs(k), range(5) sm(i)
 ORDER BY r, c, k, i;
 

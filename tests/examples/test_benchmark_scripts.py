@@ -1,5 +1,6 @@
 """benchmarks/hopper_sweep.py and hopper_tune.py, run on the CPU with `--target host`: the same
-code paths as on an H200 except the GPU references (copy, torch ops), which need CUDA."""
+code paths as on an H200 except the GPU references (copy, torch ops), which need CUDA; and the
+store benchmarks' generated big store with upgrade_bench.py, at a small scale."""
 
 from __future__ import annotations
 
@@ -74,3 +75,20 @@ def test_the_ceiling_is_torch_matmul_for_the_matmul_and_a_copy_otherwise():
         assert src.dtype == torch.bfloat16 and src.shape == dst.shape == (3, 32)
         fn(dst, src)
         assert torch.equal(dst, src)
+
+
+def test_the_big_store_generator_writes_the_current_schema_and_the_upgrade_bench_upgrades_it(
+    tmp_path,
+):
+    """store_bench.py's generated store (store_bench_big_store.sql) fills every column of the
+    current projections (it broke when store schema v9 added the samples' instance), and
+    upgrade_bench.py times its upgrade from v8 and finds every sample's instance after it."""
+    out = tmp_path / "upgrade.json"
+    done = script(
+        "upgrade_bench.py", "--scale", "0.001", "--workdir", str(tmp_path), "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["rows_proj_samples"] == 10 * 100 * 10
+    assert result["samples_without_instance"] == 0 and result["schema_version_after"] == "9"
+    assert result["upgrade_v8_to_v9_s"] > 0

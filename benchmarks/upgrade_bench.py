@@ -1,0 +1,94 @@
+"""How long tlxdb's store schema upgrade v8 -> v9 takes on a big store (the first open after
+upgrading tlxdb; it runs under the store's exclusive lock, so every other tlxdb command waits).
+
+    python benchmarks/upgrade_bench.py [--scale 1.0] [--workdir DIR] [--out FILE.json]
+
+Generates store_bench.py's big store (`--scale` 1.0: 10,000 runs of 100 candidates, 6M events,
+10M samples), turns it into what schema v8 wrote (no `instance` column on proj_samples and
+proj_machine, as tests/tlxstore/test_store.py's `_as_v8` does), then opens it with tlxdb's Store,
+which upgrades it (tlxstore/sql/upgrade_v9.sql), and times that open; a second open, with
+nothing to upgrade, is timed beside it. Checks that every sample got its instance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from store_bench import generate_big_store  # noqa: E402
+
+from tlxstore.store import Store  # noqa: E402
+
+
+def as_v8(path: Path) -> None:
+    con = duckdb.connect(str(path))
+    con.execute("ALTER TABLE proj_samples DROP COLUMN instance")
+    con.execute("ALTER TABLE proj_machine DROP COLUMN instance")
+    con.execute("UPDATE tlxdb_meta SET value = '8' WHERE key = 'store_schema_version'")
+    con.close()
+
+
+def timed_open(path: Path) -> float:
+    t0 = time.perf_counter()
+    Store(path).close()
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scale", type=float, default=1.0, help="fraction of 1M candidates")
+    ap.add_argument("--workdir", type=Path)
+    ap.add_argument("--out", type=Path, help="where the JSON result goes")
+    args = ap.parse_args(argv)
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="upgrade-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    path = work / "big.duckdb"
+    path.unlink(missing_ok=True)
+    runs, cands, keys = max(10, int(10_000 * args.scale)), 100, max(1, int(1_000 * args.scale))
+    generated = generate_big_store(path, runs, cands, keys)
+    as_v8(path)
+    upgrade_s = timed_open(path)
+    reopen_s = timed_open(path)
+    con = duckdb.connect(str(path), read_only=True)
+    missing = con.execute("SELECT count(*) FROM proj_samples WHERE instance IS NULL").fetchone()
+    version = con.execute(
+        "SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'"
+    ).fetchone()
+    con.close()
+    result = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": platform.node(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "duckdb": duckdb.__version__,
+        "scale": args.scale,
+        "rows_events": generated["rows_events"],
+        "rows_proj_samples": generated["rows_proj_samples"],
+        "size_bytes": generated["size_bytes"],
+        "upgrade_v8_to_v9_s": round(upgrade_s, 2),
+        "open_after_s": round(reopen_s, 3),
+        "samples_without_instance": missing[0] if missing else None,
+        "schema_version_after": version[0] if version else None,
+    }
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text + "\n")
+    return 0 if result["samples_without_instance"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
