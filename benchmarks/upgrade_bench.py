@@ -5,7 +5,7 @@ upgrading tlxdb; it runs under the store's exclusive lock, so every other tlxdb 
 
 Generates store_bench.py's big store (`--scale` 1.0: 10,000 runs of 100 candidates, 6M events,
 10M samples), turns it into what schema v8 wrote (no `instance` column on proj_samples and
-proj_machine, as tests/tlxstore/test_store.py's `_as_v8` does), then opens it with tlxdb's Store,
+proj_machine: tlxstore.testing.as_schema_v8), then opens it with tlxdb's Store,
 which upgrades it (tlxstore/sql/upgrade_v9.sql), and times that open; a second open, with
 nothing to upgrade, is timed beside it. Checks that every sample got its instance.
 """
@@ -31,14 +31,7 @@ sys.path.insert(0, str(HERE))
 from store_bench import generate_big_store  # noqa: E402
 
 from tlxstore.store import Store  # noqa: E402
-
-
-def as_v8(path: Path) -> None:
-    con = duckdb.connect(str(path))
-    con.execute("ALTER TABLE proj_samples DROP COLUMN instance")
-    con.execute("ALTER TABLE proj_machine DROP COLUMN instance")
-    con.execute("UPDATE tlxdb_meta SET value = '8' WHERE key = 'store_schema_version'")
-    con.close()
+from tlxstore.testing import as_schema_v8  # noqa: E402
 
 
 def timed_open(path: Path) -> float:
@@ -59,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     path.unlink(missing_ok=True)
     runs, cands, keys = max(10, int(10_000 * args.scale)), 100, max(1, int(1_000 * args.scale))
     generated = generate_big_store(path, runs, cands, keys)
-    as_v8(path)
+    as_schema_v8(path)
     upgrade_s = timed_open(path)
     reopen_s = timed_open(path)
     con = duckdb.connect(str(path), read_only=True)

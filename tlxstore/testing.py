@@ -266,3 +266,15 @@ def leave_behind(store: str | Path | duckdb.DuckDBPyConnection) -> int:
     finally:
         if con is not store:
             con.close()
+
+
+def as_schema_v8(store_path: Path) -> None:
+    """Turn a closed store into what tlxdb's store schema v8 wrote: no instance column on the
+    samples and the machine states (for tests and benchmarks of the upgrade to v9)."""
+    import duckdb
+
+    con = duckdb.connect(str(store_path))
+    con.execute("ALTER TABLE proj_samples DROP COLUMN instance")
+    con.execute("ALTER TABLE proj_machine DROP COLUMN instance")
+    con.execute("UPDATE tlxdb_meta SET value = '8' WHERE key = 'store_schema_version'")
+    con.close()

@@ -27,6 +27,7 @@ from tlxstore.store.projection import BULK_PASS, COMPACT_EVERY
 from tlxstore.store.schema import STORE_SCHEMA_VERSION
 from tlxstore.store.sql import store_sql
 from tlxstore.testing import (
+    as_schema_v8,
     candidate_events,
     cut_short,
     envelopes,
@@ -329,14 +330,7 @@ V4_TABLES = (
 )
 
 
-def _as_v8(store_path: Path) -> None:
-    """Turn a store into what tlxdb's store schema v8 wrote: no instance column on the samples
-    and the machine states."""
-    con = duckdb.connect(str(store_path))
-    con.execute("ALTER TABLE proj_samples DROP COLUMN instance")
-    con.execute("ALTER TABLE proj_machine DROP COLUMN instance")
-    con.execute("UPDATE tlxdb_meta SET value = '8' WHERE key = 'store_schema_version'")
-    con.close()
+_as_v8 = as_schema_v8  # what tlxdb's store schema v8 wrote
 
 
 def _as_v7(store_path: Path) -> None:
