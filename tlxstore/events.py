@@ -620,9 +620,15 @@ class DecisionMade(Event):
     duplicate, no infrastructure failure cut it short), so the source counts as measured under
     the run's measurement key (tlxstore.fold.full_measurement); None in events
     recorded before version 2, where the store derives it as it did then. `notes`: what did not
-    block the decision but qualifies it (a case noisier than max_cv, decided on its interval)."""
+    block the decision but qualifies it (a case noisier than max_cv, decided on its interval).
+    What the interval carried of instances (v3; optimizer.decision.stats.instance_interval):
+    `instance_df`, the degrees of freedom of the run's estimate of how far instances of one
+    source run apart (0: the run had none), `instance_sigma` that estimate (sigma_I, on the scale
+    of a log speedup; None without one), `instance_pairs` the speedup over the baseline of each
+    pair of instances a second window measured, the first builds' first; None and [] in events
+    recorded before version 3 (their notes say it in words)."""
 
-    SCHEMA_VERSION: ClassVar[int] = 2
+    SCHEMA_VERSION: ClassVar[int] = 3
     type: Literal["DecisionMade"] = "DecisionMade"
     candidate_id: str
     outcome: Outcome
@@ -634,6 +640,9 @@ class DecisionMade(Event):
     cases: list[CaseSpeedup] = []
     measured: bool | None = None
     notes: list[str] = []
+    instance_df: int | None = None
+    instance_sigma: float | None = None
+    instance_pairs: list[float] = []
 
 
 class ExclusionRecorded(Event):

@@ -19,6 +19,8 @@ steps; RELEASED holds the steps of every released change:
 - v3 of BenchmarkSampled (two instances of a source in one window, docs/GUARDS.md "A second
   window before a promotion"): a v2 window measured one instance of each member (`instance` 1);
   so did a window of a v1 MachineSampled.
+- v3 of DecisionMade (what the interval carried of instances, typed): a v2 decision's is unknown
+  (`instance_df` and `instance_sigma` None, no `instance_pairs`; its notes say it in words).
 - v2 of CandidateProposed (one meaning per word: "replay" is re-deciding a run from its events):
   v1's `replays`, the recorded candidate a proposal measures again, is `remeasures`.
 """
@@ -88,6 +90,11 @@ def _v2_started(payload: Payload) -> Payload:
     return payload
 
 
+def _v2_decided(payload: Payload) -> Payload:
+    payload.update(instance_df=None, instance_sigma=None, instance_pairs=[])
+    return payload
+
+
 def _v1_proposed(payload: Payload) -> Payload:
     payload["remeasures"] = payload.pop("replays", None)
     return payload
@@ -100,6 +107,7 @@ RELEASED = Upcasters(
         ("BenchmarkSampled", 2): _first_instance,
         ("MachineSampled", 1): _first_instance,
         ("DecisionMade", 1): _v1_decided,
+        ("DecisionMade", 2): _v2_decided,
         ("FinalistRevalidated", 1): _v1_revalidated,
         ("RunStarted", 1): _v1_started,
         ("RunStarted", 2): _v2_started,

@@ -564,6 +564,8 @@ def _decide_in_windows(
         tripped,
         machine_notes,
         again=None if pairs is None else pairs[-1][-1].vs_baseline.speedup,
+        instances=instances,
+        pairs=None if pairs is None else [p[-1].vs_baseline.speedup for p in pairs],
     )
 
 
@@ -626,10 +628,14 @@ def _verdict(
     machine_notes: list[str] | None = None,
     *,
     again: float | None = None,
+    instances: stats.InstanceVariance | None = None,
+    pairs: list[float] | None = None,
 ) -> DecisionMade:
     """`notes` (what qualified the measurement) and `machine_notes` (marked calls, host-bound
     cases) are both kept whatever the outcome; `again`: the speedup of the second window that
-    replicated the first."""
+    replicated the first; `instances` and `pairs`: what the interval carried of instances (the
+    run's estimate, each pair's speedup), recorded on the decision (None: a decision measured
+    before windows, which carried none)."""
     incumbent = state.incumbent_id
     if problems:
         reason = "; ".join(problems)
@@ -652,6 +658,9 @@ def _verdict(
         cases=reported.cases,
         measured=full_measurement(cand),
         notes=notes + (machine_notes or []),
+        instance_df=None if instances is None else instances.df,
+        instance_sigma=None if instances is None or not instances.df else instances.sigma,
+        instance_pairs=pairs or [],
     )
 
 

@@ -1,6 +1,9 @@
 -- Every decision with the candidate's hypothesis. measured: the decision rests on a full
 -- measurement of the source (as the loop recorded it); notes: what qualified it (a case noisier
--- than max_cv, decided on its interval).
+-- than max_cv, decided on its interval); instance_df, instance_sigma, instance_pairs: what its
+-- interval carried of how far instances of one source run apart (the run's estimate and its
+-- degrees of freedom, 0: none yet; each pair of instances' speedup a second window measured;
+-- NULL in decisions recorded before DecisionMade v3).
 SELECT
     d.run_id,
     d.candidate_id,
@@ -12,6 +15,9 @@ SELECT
     d.compared_to,
     d.measured,
     coalesce(n.notes, []) AS notes,
+    d.instance_df,
+    d.instance_sigma,
+    d.instance_pairs,
     d.decided_at,
     c.hypothesis,
     c.round

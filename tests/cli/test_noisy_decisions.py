@@ -281,6 +281,20 @@ def benchmark(artifact, case, repetitions):
     assert decided.outcome == "rejected" and "CI lower bound" in decided.reason, decided
     assert decided.speedup == pytest.approx(0.9 ** (-1 / 3), abs=0.01)  # 1.11x, 1.0x and 1.0x
     assert any("sigma_I" in n and "df 4" in n for n in decided.notes), decided.notes
+    assert decided.instance_df == 4 and len(decided.instance_pairs) == 3
+    assert decided.instance_pairs[0] == pytest.approx(1 / 0.9, abs=0.01)
+    store = Store(tmp_path / "s.duckdb")
+    [row] = queries.query(
+        store,
+        "SELECT instance_df, instance_sigma, instance_pairs FROM decisions "
+        "WHERE candidate_id = 'c001'",
+    ).to_pylist()
+    store.close()
+    assert row == {
+        "instance_df": 4,
+        "instance_sigma": pytest.approx(decided.instance_sigma),
+        "instance_pairs": pytest.approx(decided.instance_pairs),
+    }
     sampled = [e.event for e in read_envelopes(tmp_path / "out")]
     windows = {
         (e.window_id, e.candidate_id)

@@ -1,6 +1,6 @@
 """Every verdict the store projects equals the loop's: the fold of a run's log (what the loop acts
 on) and the views over the same log in a store give each candidate the same outcome, decided
-speedup and "measured", each source the same "already measured", each run the same duplicates,
+speedup, "measured" and what its interval carried of instances, each source the same "already measured", each run the same duplicates,
 winner chain, winner and stopping reason. For the golden logs, and for generated runs."""
 
 from __future__ import annotations
@@ -56,7 +56,17 @@ def fold_verdicts(states: list[RunState]) -> dict[str, Any]:
             key = (s.run_id, c.candidate_id)
             out["candidates"].append((*key, d and d.outcome.value, d and d.speedup))
             if d is not None:
-                out["decisions"].append((*key, d.outcome.value, d.speedup, c.decision_measured))
+                out["decisions"].append(
+                    (
+                        *key,
+                        d.outcome.value,
+                        d.speedup,
+                        c.decision_measured,
+                        d.instance_df,
+                        d.instance_sigma,
+                        d.instance_pairs or None,
+                    )
+                )
                 out["cases"] += [(*key, "decision", *_case(x)) for x in d.cases]
             if c.duplicate is not None:
                 dup = c.duplicate
@@ -94,7 +104,8 @@ def view_verdicts(store: Store) -> dict[str, Any]:
 
     out = {
         "decisions": rows(
-            "SELECT run_id, candidate_id, outcome, decided_speedup, measured FROM decisions"
+            "SELECT run_id, candidate_id, outcome, decided_speedup, measured, instance_df, "
+            "instance_sigma, nullif(instance_pairs, []) FROM decisions"
         ),
         "candidates": rows("SELECT run_id, candidate_id, outcome, decided_speedup FROM candidates"),
         "sources": {
@@ -214,7 +225,14 @@ def runs(draw, run_id: str, earlier: list[tuple[str, str]]) -> tuple[list[Event]
             d = life[i_d]
             assert isinstance(d, DecisionMade)
             clean = kind == "measured"  # the loop's rule: no duplicate, no retryable failure
-            life[i_d] = d.model_copy(update={"measured": clean if recorded else None})
+            instances = draw(
+                st.sampled_from(
+                    [{}, {"instance_df": 0}, {"instance_df": 4, "instance_sigma": 0.012}]
+                )
+            )
+            if instances.get("instance_df") and draw(st.booleans()):
+                instances["instance_pairs"] = [1.04, 1.025, 1.02]
+            life[i_d] = d.model_copy(update={"measured": clean if recorded else None, **instances})
             if d.outcome == Outcome.PROMOTED and kind != "duplicate":
                 promoted.append(cid)
             if draw(st.integers(0, 4)) == 0:

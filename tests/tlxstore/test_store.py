@@ -28,6 +28,7 @@ from tlxstore.store.schema import STORE_SCHEMA_VERSION
 from tlxstore.store.sql import store_sql
 from tlxstore.testing import (
     as_schema_v8,
+    as_schema_v9,
     candidate_events,
     cut_short,
     envelopes,
@@ -330,7 +331,20 @@ V4_TABLES = (
 )
 
 
-_as_v8 = as_schema_v8  # what tlxdb's store schema v8 wrote
+def _with_instances(events: list) -> list:
+    """The events, each decision of a candidate recording an instance estimate and two pairs."""
+    return [
+        e.model_copy(
+            update={"instance_df": 4, "instance_sigma": 0.0123, "instance_pairs": [1.5, 1.4]}
+        )
+        if isinstance(e, DecisionMade) and e.candidate_id != BASELINE_ID
+        else e
+        for e in events
+    ]
+
+
+_as_v9 = as_schema_v9  # what tlxdb's store schema v9 wrote
+_as_v8 = as_schema_v8  # and v8
 
 
 def _as_v7(store_path: Path) -> None:
@@ -388,16 +402,19 @@ def _as_v3(store_path: Path) -> None:
     con.close()
 
 
-@pytest.mark.parametrize("older", [_as_v8, _as_v7, _as_v6, _as_v5, _as_v4, _as_v3])
+@pytest.mark.parametrize("older", [_as_v9, _as_v8, _as_v7, _as_v6, _as_v5, _as_v4, _as_v3])
 def test_an_older_store_is_upgraded_on_open_and_every_view_answers_as_before(tmp_path, older):
     """v4 projects what the views used to parse out of the events, v5 each run's candidate count
     and best promoted candidate, v6 windows and notes, v7 machine states, v8 each run's case
-    parameters and prior runs, v9 the instance of each sample; a v8 .. v3 store gets them on open,
-    and every view answers exactly as it did (the history test store: every event type)."""
+    parameters and prior runs, v9 the instance of each sample, v10 what a decision's interval
+    carried of instances; a v9 .. v3 store gets them on open, and every view answers exactly as it
+    did (the history test store: every event type; a decision with instance pairs)."""
     path = history_store.build(tmp_path / "store.duckdb")
     store = Store(path)
     store.ingest(envelopes("cut", [run_started(), *cut_short("c001", "def k(): return 7")]))
+    store.ingest(envelopes("pairs", _with_instances(small_run(1, tag="pairs"))))
     tables = (*V4_TABLES, *V4_COLUMNS, "proj_run_candidates", "proj_run_inputs", "proj_samples")
+    tables += ("proj_decisions",)
     projected = {t: store.query(f"SELECT * FROM {t} ORDER BY ALL") for t in tables}
     views = {n: queries.query(store, f"SELECT * FROM {n} ORDER BY ALL") for n in queries.names()}
     assert projected["proj_case_speedups"].num_rows and projected["proj_finishes"].num_rows
@@ -410,6 +427,46 @@ def test_an_older_store_is_upgraded_on_open_and_every_view_answers_as_before(tmp
     ).to_pylist() == [{"value": str(STORE_SCHEMA_VERSION)}]
     for t in tables:
         assert store.query(f"SELECT * FROM {t} ORDER BY ALL") == projected[t], t
+    for n in queries.names():
+        assert queries.query(store, f"SELECT * FROM {n} ORDER BY ALL") == views[n], n
+
+
+def test_an_upgrade_cut_short_leaves_a_whole_older_store_that_the_next_open_carries_on(
+    tmp_path, monkeypatch
+):
+    """Each step is a transaction of its own: a v8 store whose v10 step fails is left at v9, the
+    v9 step kept and nothing of v10's; the next open takes the v10 step and the views answer as
+    before."""
+    from tlxstore.store import schema
+
+    path = tmp_path / "store.duckdb"
+    store = Store(path)
+    store.ingest(envelopes("pairs", _with_instances(small_run(1, tag="pairs"))))
+    views = {n: queries.query(store, f"SELECT * FROM {n} ORDER BY ALL") for n in queries.names()}
+    store.close()
+    as_schema_v8(path)
+
+    def broken(name: str) -> str:
+        return (
+            "SELECT no_such_column FROM proj_decisions"
+            if name == "upgrade_v10"
+            else store_sql(name)
+        )
+
+    monkeypatch.setattr(schema, "store_sql", broken)
+    with pytest.raises(duckdb.BinderException):
+        Store(path)
+    con = duckdb.connect(str(path), read_only=True)
+    version = con.execute("SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'")
+    assert version.fetchone() == ("9",)
+    columns = {r[0] for r in con.execute("DESCRIBE proj_decisions").fetchall()}
+    assert "instance_df" not in columns
+    assert con.execute("SELECT count(*) FROM proj_samples WHERE instance IS NULL").fetchone() == (
+        0,
+    )
+    con.close()
+    monkeypatch.undo()
+    store = Store(path)
     for n in queries.names():
         assert queries.query(store, f"SELECT * FROM {n} ORDER BY ALL") == views[n], n
 

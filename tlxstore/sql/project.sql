@@ -80,13 +80,16 @@ SELECT
     coalesce(d.p.measured, NOT EXISTS (
         SELECT 1 FROM proj_failures f
         WHERE f.cand_key = d.k AND f.run_id = d.run_id AND f.candidate_id = d.p.candidate_id AND f.seq < d.seq
-    ))
+    )),
+    -- what the interval carried of instances (DecisionMade v3; NULL in an older decision)
+    d.p.instance_df, d.p.instance_sigma, d.p.instance_pairs
 FROM (
     SELECT run_id, seq, recorded_at, p, tlx_key(run_id || '/' || p.candidate_id) AS k
     FROM (
         SELECT run_id, seq, recorded_at, from_json(payload, '{"candidate_id": "VARCHAR", "outcome": "VARCHAR",
             "reason": "VARCHAR", "speedup": "DOUBLE", "ci_low": "DOUBLE", "ci_high": "DOUBLE",
-            "compared_to": "VARCHAR", "measured": "BOOLEAN"}') AS p
+            "compared_to": "VARCHAR", "measured": "BOOLEAN", "instance_df": "INTEGER",
+            "instance_sigma": "DOUBLE", "instance_pairs": "DOUBLE[]"}') AS p
         FROM unprojected WHERE type = 'DecisionMade'
     )
 ) d

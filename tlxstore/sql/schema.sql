@@ -115,7 +115,11 @@ CREATE TABLE proj_decisions (
     mk_key BIGINT,
     -- the decision was reached on a full measurement (DecisionMade.measured, as the loop recorded
     -- it; for a v1 decision: no retryable infrastructure failure of the candidate came before it)
-    measured BOOLEAN
+    measured BOOLEAN,
+    -- store schema v10: what the interval carried of instances (DecisionMade v3; NULL before it)
+    instance_df INTEGER,
+    instance_sigma DOUBLE,
+    instance_pairs DOUBLE[]
 );
 
 -- one row per retryable infrastructure failure of a candidate (what makes a decision not measured)

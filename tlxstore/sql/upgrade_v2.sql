@@ -1,4 +1,4 @@
--- Store schema v1 -> v2, in the upgrading transaction (tlxstore/store/schema.py: upgrade). A v1 store projected every
+-- Store schema v1 -> v2, in its own transaction (tlxstore/store/schema.py: upgrade). A v1 store projected every
 -- event as it came: its events keep pos NULL (never in a pass's range) and all count as projected.
 ALTER TABLE events ADD COLUMN pos BIGINT;
 CREATE TABLE projection_state (next_pos BIGINT NOT NULL, projected_pos BIGINT NOT NULL, catch_ups BIGINT NOT NULL);

@@ -1,4 +1,4 @@
--- Store schema v2 -> v3, in the upgrading transaction (tlxstore/store/schema.py: upgrade):
+-- Store schema v2 -> v3, in its own transaction (tlxstore/store/schema.py: upgrade):
 -- proj_failures and proj_decisions.measured, filled for the events already projected (those not
 -- yet projected are left to the next pass, as ever).
 CREATE TABLE proj_failures (

@@ -1,4 +1,4 @@
--- Store schema v3 -> v4, in the upgrading transaction (tlxstore/store/schema.py: upgrade): what the
+-- Store schema v3 -> v4, in its own transaction (tlxstore/store/schema.py: upgrade): what the
 -- views read of the payloads, projected, so no view parses `events` (docs/STORE.md, "Performance of
 -- the report queries"). The new columns and tables are filled for the events already projected
 -- (pos NULL: a v1 store's, or below projected_pos); those not yet projected are left to the next

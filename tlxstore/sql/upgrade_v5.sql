@@ -1,4 +1,4 @@
--- Store schema v4 -> v5, in the upgrading transaction (tlxstore/store/schema.py: upgrade):
+-- Store schema v4 -> v5, in its own transaction (tlxstore/store/schema.py: upgrade):
 -- proj_run_candidates, filled for what is already projected by project.sql's own statements for
 -- it (schema.upgrade runs them after this file) over the temporary tables they read, made here:
 -- `unprojected` holds a CandidateProposed row for each stored candidate (the counts), `decided`

@@ -1,4 +1,4 @@
--- Store schema v5 -> v6, in the upgrading transaction (tlxstore/store/schema.py: upgrade):
+-- Store schema v5 -> v6, in its own transaction (tlxstore/store/schema.py: upgrade):
 -- measurement windows and notes (BenchmarkSampled, DecisionMade and FinalistRevalidated v2). A
 -- v5 store was written by a tlxdb that recorded neither: its samples were measured alone
 -- (window_id NULL) and no decision has notes.

@@ -1,4 +1,4 @@
--- Store schema v6 -> v7, in the upgrading transaction (tlxstore/store/schema.py: upgrade): the
+-- Store schema v6 -> v7, in its own transaction (tlxstore/store/schema.py: upgrade): the
 -- machine's state per benchmark call (MachineSampled). A v6 store holds none of those events (the
 -- tlxdb that wrote it refused event types it did not know), so the table starts empty.
 CREATE TABLE proj_machine (

@@ -1,4 +1,4 @@
--- Store schema v7 -> v8, in the upgrading transaction (tlxstore/store/schema.py: upgrade): what
+-- Store schema v7 -> v8, in its own transaction (tlxstore/store/schema.py: upgrade): what
 -- each run was given beside its identity, the cases' parameters (RunStarted v3) and the runs it
 -- named with --prior-run, which nearest_history reads. The new table is filled by project.sql's
 -- own statement for it over the RunStarted events already projected (schema.upgrade runs it after

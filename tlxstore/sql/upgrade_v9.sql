@@ -1,4 +1,4 @@
--- Store schema v8 -> v9, in the upgrading transaction (tlxstore/store/schema.py: upgrade): which
+-- Store schema v8 -> v9, in its own transaction (tlxstore/store/schema.py: upgrade): which
 -- build of a source a benchmark call measured (BenchmarkSampled v3, MachineSampled v2 `instance`:
 -- a second window measures several instances of each member, optimizer/evaluation/window.py), so
 -- that the views tell the instances of one candidate in one window apart. Every event projected

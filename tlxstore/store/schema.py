@@ -20,7 +20,7 @@ from tlxstore.store.sql import ALIAS, store_sql
 # candidate); 6: measurement windows and notes (proj_samples.window_id, proj_notes); 7: the
 # machine's state per benchmark call (proj_machine); 8: each run's case parameters and
 # --prior-run runs (proj_run_inputs). An older store is upgraded on open, one step after another.
-STORE_SCHEMA_VERSION = 9
+STORE_SCHEMA_VERSION = 10
 # the tables a step creates that project.sql fills: the step fills them for the events projected
 # before it, with project.sql's own statements for them, over the temporary tables those read
 # (`unprojected`, `decided`), which the step makes
@@ -80,29 +80,36 @@ def stored_version(con: duckdb.DuckDBPyConnection, path: str | Path) -> int:
 
 
 def upgrade(con: duckdb.DuckDBPyConnection) -> None:
-    """Under the exclusive lock: bring an older store to the current schema in one transaction,
-    step by step (upgrade_v2.sql: events gains `pos`, NULL for the events a v1 store projected as
+    """Under the exclusive lock: bring an older store to the current schema step by step, each
+    step one transaction that ends by recording its version (an upgrade cut short leaves a store
+    of an older version, whole, which the next open carries on from; and DuckDB refuses to commit
+    a transaction that adds a column to a table it updated, as v3 and v10 do to proj_decisions)
+    (upgrade_v2.sql: events gains `pos`, NULL for the events a v1 store projected as
     they came, and projection_state starts with all of them projected; upgrade_v3.sql: the
     measured flag of decisions; upgrade_v4.sql: the projected columns the views read;
     upgrade_v5.sql: each run's candidate count and best promoted candidate; upgrade_v6.sql:
     measurement windows and notes; upgrade_v7.sql: the machine's state per benchmark call;
     upgrade_v8.sql: each run's case parameters and prior runs; upgrade_v9.sql: the instance a
-    benchmark call measured).
+    benchmark call measured; upgrade_v10.sql: what a decision's interval carried of instances).
     Nothing is done
     when another process upgraded it meanwhile."""
     row = con.execute("SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'").fetchone()
     if row is None or int(row[0]) >= STORE_SCHEMA_VERSION:
         return
-    con.execute("BEGIN")
     for version in range(int(row[0]) + 1, STORE_SCHEMA_VERSION + 1):
-        con.execute(store_sql(f"upgrade_v{version}"))
-        if version in NEW_PROJECTIONS:
-            for _type, statement in projection_statements():
-                if _target(statement) in NEW_PROJECTIONS[version]:
-                    con.execute(statement)
-            for table in _TEMPORARY:
-                con.execute(f"DROP TABLE IF EXISTS {table}")
-    con.execute("COMMIT")
+        con.execute("BEGIN")
+        try:
+            con.execute(store_sql(f"upgrade_v{version}"))
+            if version in NEW_PROJECTIONS:
+                for _type, statement in projection_statements():
+                    if _target(statement) in NEW_PROJECTIONS[version]:
+                        con.execute(statement)
+                for table in _TEMPORARY:
+                    con.execute(f"DROP TABLE IF EXISTS {table}")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
 
 
 def _target(statement: str) -> str | None:

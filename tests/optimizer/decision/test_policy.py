@@ -664,6 +664,8 @@ def test_a_gap_between_instances_is_not_a_win_where_controls_measured_it():
     assert d.speedup == pytest.approx((1.04 * 1.01 * 1.015 * 1.02) ** (1 / 3))  # three pairs
     sigma = f"sigma_I {math.sqrt(expected):.2%}"
     assert any(sigma in n and "df 4" in n for n in d.notes), d.notes
+    assert d.instance_df == 4 and d.instance_sigma == pytest.approx(math.sqrt(expected), rel=1e-6)
+    assert d.instance_pairs == pytest.approx([1.04, 1.01 * 1.015, 1.02])
 
 
 def test_a_win_whose_instances_agree_is_promoted_over_every_pair():
@@ -676,6 +678,8 @@ def test_a_win_whose_instances_agree_is_promoted_over_every_pair():
     assert d.outcome == Outcome.PROMOTED and d.speedup == pytest.approx(1.04), d.reason
     assert any("sigma_I 0.00%" in n and "df 4" in n for n in d.notes), d.notes
     assert "over 3 pairs of instances of it and the baseline: 1.0400x, 1.0400x, 1.0400x" in d.notes
+    assert (d.instance_df, d.instance_sigma) == (4, 0.0)
+    assert d.instance_pairs == pytest.approx([1.04, 1.04, 1.04])
 
 
 def test_a_window_that_would_not_promote_is_owed_nothing():
