@@ -115,7 +115,8 @@ INSERT INTO proj_decisions
 SELECT run_id, candidate_id, seq0 + 4, ts, outcome, printf('speedup %.4f', speedup), speedup, speedup - 0.01, speedup + 0.01, 'baseline',
        tlx_key(run_id || '/' || candidate_id), 1 + c // 20, ts, printf('BLOCK %d with %d warps moves more bytes per program', block, warps),
        printf('{"BLOCK":%d,"num_warps":%d}', block, warps), source_hash, normalized_hash, mk,
-       tlx_key(source_hash), tlx_key(normalized_hash), tlx_key(mk), true
+       tlx_key(source_hash), tlx_key(normalized_hash), tlx_key(mk), true,
+       NULL, NULL, NULL  -- instance_df, instance_sigma, instance_pairs: decided before DecisionMade v3
 FROM gen;
 
 INSERT INTO proj_exclusions

@@ -1,13 +1,15 @@
-"""How long tlxdb's store schema upgrade v8 -> v9 takes on a big store (the first open after
-upgrading tlxdb; it runs under the store's exclusive lock, so every other tlxdb command waits).
+"""How long tlxdb's store schema upgrade from v8 to the current schema takes on a big store
+(the first open after upgrading tlxdb; it runs under the store's exclusive lock, so every other
+tlxdb command waits).
 
     python benchmarks/upgrade_bench.py [--scale 1.0] [--workdir DIR] [--out FILE.json]
 
 Generates store_bench.py's big store (`--scale` 1.0: 10,000 runs of 100 candidates, 6M events,
 10M samples), turns it into what schema v8 wrote (no `instance` column on proj_samples and
-proj_machine: tlxstore.testing.as_schema_v8), then opens it with tlxdb's Store,
-which upgrades it (tlxstore/sql/upgrade_v9.sql), and times that open; a second open, with
-nothing to upgrade, is timed beside it. Checks that every sample got its instance.
+proj_machine, nor v10's instance columns on proj_decisions: tlxstore.testing.as_schema_v8), then
+opens it with tlxdb's Store, which upgrades it (tlxstore/sql/upgrade_v9.sql, upgrade_v10.sql, each
+step a transaction), and times that open; a second open, with nothing to upgrade, is timed beside
+it. Checks that every sample got its instance.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         "rows_events": generated["rows_events"],
         "rows_proj_samples": generated["rows_proj_samples"],
         "size_bytes": generated["size_bytes"],
-        "upgrade_v8_to_v9_s": round(upgrade_s, 2),
+        "upgraded_from": 8,
+        "upgrade_s": round(upgrade_s, 2),
         "open_after_s": round(reopen_s, 3),
         "samples_without_instance": missing[0] if missing else None,
         "schema_version_after": version[0] if version else None,
