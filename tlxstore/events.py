@@ -626,7 +626,8 @@ class DecisionMade(Event):
     source run apart (0: the run had none), `instance_sigma` that estimate (sigma_I, on the scale
     of a log speedup; None without one), `instance_pairs` the speedup over the baseline of each
     pair of instances a second window measured, the first builds' first; None and [] in events
-    recorded before version 3 (their notes say it in words)."""
+    recorded before version 3 (their notes say it in words) and in decisions not reached on a
+    window's measurement (a failed gate, a duplicate, evidence measured before windows)."""
 
     SCHEMA_VERSION: ClassVar[int] = 3
     type: Literal["DecisionMade"] = "DecisionMade"

@@ -19,7 +19,9 @@ from tlxstore.store.sql import ALIAS, store_sql
 # run_heads.last_event_at); 5: proj_run_candidates (each run's candidate count and best promoted
 # candidate); 6: measurement windows and notes (proj_samples.window_id, proj_notes); 7: the
 # machine's state per benchmark call (proj_machine); 8: each run's case parameters and
-# --prior-run runs (proj_run_inputs). An older store is upgraded on open, one step after another.
+# --prior-run runs (proj_run_inputs); 9: the instance of each sample and machine state; 10: what
+# a decision's interval carried of instances (proj_decisions.instance_*). An older store is
+# upgraded on open, one step after another.
 STORE_SCHEMA_VERSION = 10
 # the tables a step creates that project.sql fills: the step fills them for the events projected
 # before it, with project.sql's own statements for them, over the temporary tables those read
