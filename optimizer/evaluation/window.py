@@ -53,7 +53,9 @@ candidate's instance about 1.5% slower in every block whichever side went first
 (benchmarks/results/h200_noise_2026-12-04/README.md). A probe there found it belongs to the
 first window, not to the instance: the same instance ran level with the reference's in a second
 window (median 1.002), and copies built one after another and timed outside tlxdb did not differ
-by build order. Its cause is not known yet."""
+by build order. Call by call, A's calls 4-5 and 8-9 ran 1-2% over the reference's neighbouring
+pairs. That is either the role, or a clock swing of about four calls in step with this turn
+order (A R, R A puts calls 4k and 4k+1 on A). Its cause is not known yet."""
 
 SECOND_WINDOW_INSTANCES = 3
 """Instances of each member a second window measures (remeasure_window): the first window's, and
