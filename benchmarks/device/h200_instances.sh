@@ -4,7 +4,9 @@
 # reference's in every window. Each step under its own `timeout`, its files packed under $OUT:
 #   a. instance_order.py: copies of the tuned GEMM built one after another in one process (the
 #      first verified, as tlxdb's candidate is), timed in alternation outside tlxdb -> order.json
-#   b. the same without verifying the first                               -> order_noverify.json
+#   b. two copies, unverified, in the turn order tlxdb's first window uses (1 2, 2 1, ...: the
+#      calls run 1 2 2 1 1 2 2 1 ...): a swing of the clock in step with that order makes copy 1
+#      read slow with no role to blame (results/h200_noise_2026-12-04/README.md) -> order_two.json
 #   c. aa_check.py --second-window always: every A/A candidate measured beside the baseline in a
 #      second window of three instances each (A, R1, A.2, R1.2, A.3, R1.3)   -> probe_gemm.tgz
 # plus gpu.txt and noise_log.txt. Usage on the device machine, from the repository root:
@@ -29,9 +31,9 @@ half=$((order_s / 2))
 step order "$half" python3 benchmarks/instance_order.py --kernel $kernel --bundle examples/matmul/hopper \
   --cases "$work/gemm_cases.json" --knobs "$knobs" --instances 4 --rounds 12 --processes 3 \
   --verify-first --out "$OUT/order.json"
-step order_noverify "$half" python3 benchmarks/instance_order.py --kernel $kernel \
-  --bundle examples/matmul/hopper --cases "$work/gemm_cases.json" --knobs "$knobs" --instances 4 \
-  --rounds 12 --processes 3 --out "$OUT/order_noverify.json"
+step order_two "$half" python3 benchmarks/instance_order.py --kernel $kernel \
+  --bundle examples/matmul/hopper --cases "$work/gemm_cases.json" --knobs "$knobs" --instances 2 \
+  --rounds 12 --processes 4 --out "$OUT/order_two.json"
 step probe_gemm "$probe_s" python3 benchmarks/aa_check.py --out "$work/probe_gemm" \
   --work "$work/probe_gemm_work" --decisions "$probe_decisions" --second-window always \
   --max-total-seconds $((probe_s - 45)) --kernel $kernel --bundle examples/matmul/hopper \
