@@ -2,7 +2,9 @@
 a second window is measured (the first window's instances beside instances built again) and the
 decision waits for it. Under an instance effect (each build of a kernel at its own speed for a
 window) that second window is what keeps identical kernels from being promoted: its instances of
-one source measure how far instances run apart, and the interval carries it."""
+one source measure how far instances run apart, and the interval carries it. And
+benchmarks/order_sim.py, on the same decisions: which turn order keeps a clock swing off one
+member."""
 
 from __future__ import annotations
 
@@ -34,3 +36,24 @@ def test_identical_kernels_whose_instances_run_apart_are_promoted_at_most_once_i
     """Issue 27's bound: at most 1% of A/A decisions promoted where instances run 2% apart (the
     second window's rule before the interval carried the instances promoted 11.3%)."""
     assert _promoted(noise_sim.MODELS["instance effect 2%"], 300) <= 3
+
+
+def test_a_thue_morse_turn_order_keeps_a_four_call_swing_off_one_member():
+    """benchmarks/order_sim.py: with tlxdb's turn order (A B, B A, ...) a clock swing that slows
+    calls 4k and 4k+1 lands on one member, and most A/A intervals exclude 1.0; turned in
+    Thue-Morse order, none do, and lognormal noise is decided alike."""
+    spec = importlib.util.spec_from_file_location("order_sim", REPO / "benchmarks" / "order_sim.py")
+    assert spec is not None and spec.loader is not None
+    order_sim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(order_sim)
+    swing, calls = order_sim.MODELS["4-call swing 2%"], order_sim.noise_sim._Sampler.call
+    try:
+        order_sim.noise_sim._Sampler.call = order_sim._swinging
+        _, rotated = order_sim.rates(swing, order_sim.ROTATION, 60, 3)
+        _, morse = order_sim.rates(swing, order_sim.thue_morse, 60, 3)
+        _, plain = order_sim.rates(order_sim.MODELS["lognormal"], order_sim.thue_morse, 60, 3)
+    finally:
+        order_sim.noise_sim._Sampler.call = calls
+    assert rotated >= 0.5 and morse <= 0.05 and plain <= 0.05
+    assert order_sim.thue_morse(["A", "B"], 2) == ["B", "A"]  # turn 1 runs backward
+    assert [order_sim.thue_morse(["A", "B"], b)[0] for b in range(8)] == list("ABBABAAB")

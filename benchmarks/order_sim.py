@@ -1,0 +1,105 @@
+"""Which turn order keeps a clock swing in step with the calls off one member? A/A decisions of
+benchmarks/noise_sim.py (the loop's policy, second window included) under two turn orders.
+
+    python benchmarks/order_sim.py [--trials 500] [--seed 11]
+
+Issue 27's GEMM A/A windows on the H200 ran the candidate's calls 4-5 and 8-9 1-2% slow
+(benchmarks/README.md, figure `first_window_calls`): tlxdb's turn order (window.order: A B, B A,
+A B ... for two members) makes the calls A B B A A B B A ..., so anything that repeats every four
+calls lands on one member. Models (noise_sim's, with its 1% CV per sample):
+- every 4th call 10% / 2%: the 4th, 8th ... call of a window (both sides counted) that much slow
+  (noise_sim's "every 4th call" at 10%; 2% is about what the H200 showed after the warm-up);
+- 4-call swing 2%: calls 4k and 4k+1 2% slow (the H200's pattern: two calls slow, two fast);
+- lognormal, drift, bimodal: noise_sim's, to see that the order costs nothing elsewhere.
+Orders:
+- rotation: window.order as it is;
+- thue-morse: turn t of the members' rotations runs forward when the Thue-Morse bit of t is 0
+  and backward when it is 1 (two members: A B, B A | B A, A B | B A, A B | A B, B A ...), so the
+  calls run A B B A B A A B ...: no period of 2 or 4 calls stays on one member.
+Prints, per model and order, the share of A/A decisions promoted and of 99% intervals that
+exclude 1.0. A simulation on the CPU, not a measurement of a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from optimizer.evaluation import window  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("noise_sim", HERE / "noise_sim.py")
+assert _spec is not None and _spec.loader is not None
+noise_sim = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(noise_sim)
+
+T = TypeVar("T")
+ROTATION = window.order
+
+
+def thue_morse(members: Sequence[T], block: int) -> list[T]:
+    """The rotations of `members`, turn t forward or backward by the Thue-Morse bit of t."""
+    n = len(members)
+    turn, k = divmod(block, n)
+    if bin(turn).count("1") % 2:
+        k = n - 1 - k
+    return ROTATION(members, k)
+
+
+ORDERS: dict[str, Callable[[Sequence[Any], int], list[Any]]] = {
+    "rotation": ROTATION,
+    "thue-morse": thue_morse,
+}
+MODELS = {
+    "every 4th call 10%": {"cv": 0.01, "every_call": 4, "slow_call": 1.1},
+    "every 4th call 2%": {"cv": 0.01, "every_call": 4, "slow_call": 1.02},
+    "4-call swing 2%": {"cv": 0.01, "swing": 1.02},
+    "lognormal": noise_sim.MODELS["lognormal"],
+    "drift": noise_sim.MODELS["drift"],
+    "bimodal": noise_sim.MODELS["bimodal"],
+}
+_call = noise_sim._Sampler.call
+
+
+def _swinging(self: Any, case: str, n: int, shared: float, nth: int = 1) -> list[float]:
+    """noise_sim's call, calls 4k and 4k+1 of a window `swing` times slower where the model
+    has one."""
+    slow = self.m.get("swing", 1.0) if nth % 4 in (0, 1) and nth > 1 else 1.0
+    return _call(self, case, n, shared * slow, nth)
+
+
+def rates(model: dict, order: Callable, trials: int, seed: int) -> tuple[float, float]:
+    """(promoted, 99% interval excluding 1.0) over `trials` A/A decisions."""
+    window.order = order  # noise_sim turns its members with window.order
+    try:
+        rng = np.random.default_rng(seed)
+        got = [noise_sim.trial(model, rng, 1.0) for _ in range(trials)]
+    finally:
+        window.order = ROTATION
+    return sum(g[0] for g in got) / trials, sum(g[1] for g in got) / trials
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=11)
+    args = ap.parse_args(argv)
+    noise_sim._Sampler.call = _swinging
+    print(f"A/A decisions per model and order: {args.trials} (simulated on the CPU)")
+    for name, model in MODELS.items():
+        for label, order in ORDERS.items():
+            promoted, excluding = rates(model, order, args.trials, args.seed)
+            print(f"{name:20s} {label:10s} promoted {promoted:.3f}  excluding 1.0 {excluding:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
