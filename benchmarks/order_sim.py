@@ -15,9 +15,17 @@ Orders:
 - rotation: window.order as it is;
 - thue-morse: turn t of the members' rotations runs forward when the Thue-Morse bit of t is 0
   and backward when it is 1 (two members: A B, B A | B A, A B | B A, A B | A B, B A ...), so the
-  calls run A B B A B A A B ...: no period of 2 or 4 calls stays on one member.
-Prints, per model and order, the share of A/A decisions promoted and of 99% intervals that
-exclude 1.0. A simulation on the CPU, not a measurement of a GPU.
+  calls run A B B A B A A B ...: balanced over 8 blocks, but a window of two members has 6 (three
+  turns: A B B A B A A B B A A B), and the swing's slow calls 4, 5, 8, 9, 12 fall once on A and
+  four times on B;
+- thue-morse, even turns: the same with each window's blocks rounded up to an even number of
+  turns (8 blocks for two members instead of 6, 12 for a second window's six instead of 6): the
+  slow calls then fall alike on both; the price is the blocks;
+- random turns: each turn forward or backward at random (a new draw per turn and window), as
+  noise_sim's "random order" model does.
+Prints, per model and order, the share of A/A decisions promoted, of 99% intervals that exclude
+1.0, and the median A/A speedup (above 1: the candidate reads fast). A simulation on the CPU,
+not a measurement of a GPU.
 """
 
 from __future__ import annotations
@@ -54,9 +62,41 @@ def thue_morse(members: Sequence[T], block: int) -> list[T]:
     return ROTATION(members, k)
 
 
-ORDERS: dict[str, Callable[[Sequence[Any], int], list[Any]]] = {
-    "rotation": ROTATION,
-    "thue-morse": thue_morse,
+class RandomTurns:
+    """Each turn of a window forward or backward at random; a new window (a block number lower
+    than the last one asked) draws anew. Called once per case and block, like window.order."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.backward: dict[int, bool] = {}
+        self.last = -1
+
+    def __call__(self, members: Sequence[T], block: int) -> list[T]:
+        if block < self.last:
+            self.backward = {}
+        self.last = block
+        n = len(members)
+        turn, k = divmod(block, n)
+        if self.backward.setdefault(turn, bool(self.rng.random() < 0.5)):
+            k = n - 1 - k
+        return ROTATION(members, k)
+
+
+FIRST_BLOCKS = window.first_blocks
+
+
+def even_turns(repetitions: int, members: int) -> int:
+    """window.first_blocks rounded up to an even number of turns."""
+    blocks = FIRST_BLOCKS(repetitions, members)
+    return blocks + members * ((blocks // members) % 2)
+
+
+# label -> (turn order, first blocks of a window)
+ORDERS: dict[str, tuple[Callable[[Sequence[Any], int], list[Any]], Callable[[int, int], int]]] = {
+    "rotation": (ROTATION, FIRST_BLOCKS),
+    "thue-morse": (thue_morse, FIRST_BLOCKS),
+    "thue-morse, even turns": (thue_morse, even_turns),
+    "random turns": (RandomTurns(5), FIRST_BLOCKS),
 }
 MODELS = {
     "every 4th call 10%": {"cv": 0.01, "every_call": 4, "slow_call": 1.1},
@@ -76,15 +116,18 @@ def _swinging(self: Any, case: str, n: int, shared: float, nth: int = 1) -> list
     return _call(self, case, n, shared * slow, nth)
 
 
-def rates(model: dict, order: Callable, trials: int, seed: int) -> tuple[float, float]:
-    """(promoted, 99% interval excluding 1.0) over `trials` A/A decisions."""
-    window.order = order  # noise_sim turns its members with window.order
+def rates(
+    model: dict, order: Callable, trials: int, seed: int, blocks: Callable = FIRST_BLOCKS
+) -> tuple[float, float, float]:
+    """(promoted, 99% interval excluding 1.0, median speedup) over `trials` A/A decisions."""
+    window.order, window.first_blocks = order, blocks  # what noise_sim's windows use
     try:
         rng = np.random.default_rng(seed)
         got = [noise_sim.trial(model, rng, 1.0) for _ in range(trials)]
     finally:
-        window.order = ROTATION
-    return sum(g[0] for g in got) / trials, sum(g[1] for g in got) / trials
+        window.order, window.first_blocks = ROTATION, FIRST_BLOCKS
+    promoted, excluding = sum(g[0] for g in got) / trials, sum(g[1] for g in got) / trials
+    return promoted, excluding, float(np.median([g[2] for g in got]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,9 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     noise_sim._Sampler.call = _swinging
     print(f"A/A decisions per model and order: {args.trials} (simulated on the CPU)")
     for name, model in MODELS.items():
-        for label, order in ORDERS.items():
-            promoted, excluding = rates(model, order, args.trials, args.seed)
-            print(f"{name:20s} {label:10s} promoted {promoted:.3f}  excluding 1.0 {excluding:.3f}")
+        for label, (order, blocks) in ORDERS.items():
+            promoted, excluding, median = rates(model, order, args.trials, args.seed, blocks)
+            print(
+                f"{name:20s} {label:22s} promoted {promoted:.3f}  excluding 1.0 {excluding:.3f}"
+                f"  median speedup {median:.4f}"
+            )
     return 0
 
 
