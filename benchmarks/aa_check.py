@@ -206,22 +206,22 @@ def _blocks(state: RunState, cid: str, case_id: str) -> dict[str, Any]:
 def _instances(state: RunState, cid: str) -> list[dict[str, Any]]:
     """The second window's instances of the candidate and the baseline, in the order the child
     built them (A, R1 in the first window; then A.2, R1.2, A.3, R1.3): per case each one's median
-    over the window's samples, marked calls included. Empty without a second window."""
-    wid = remeasure_window(cid)
+    over the window's samples as the decision reads them (policy.window_blocks: marked calls left
+    out). Empty without a second window."""
     out = []
     for instance in range(1, window.SECOND_WINDOW_INSTANCES + 1):
+        blocks = policy.window_blocks(state, remeasure_window(cid), Phase.ROUND, instance)
         for member, key in ((cid, "A"), (BASELINE_ID, "R1")):
-            medians: dict[str, list[float]] = {}
-            for s in state.candidates[member].window_samples(wid, Phase.ROUND):
-                if s.instance == instance:
-                    medians.setdefault(s.case_id, []).extend(s.samples_us)
-            if medians:
+            if member in blocks:
                 out.append(
                     {
                         "member": member,
                         "key": key if instance == 1 else f"{key}.{instance}",
                         "built": len(out) + 1,
-                        "median_us": {c: stats.median(v) for c, v in medians.items()},
+                        "median_us": {
+                            case: stats.median([x for b in by_block.values() for x in b])
+                            for case, by_block in blocks[member].items()
+                        },
                     }
                 )
     return out

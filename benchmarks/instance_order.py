@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(child(args)))
         return 0
-    argv_child = [a for a in (sys.argv[1:] if argv is None else argv)]
+    argv_child = list(sys.argv[1:] if argv is None else argv)
     runs = []
     for p in range(args.processes):
         done = subprocess.run(

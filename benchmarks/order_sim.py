@@ -119,13 +119,17 @@ def _swinging(self: Any, case: str, n: int, shared: float, nth: int = 1) -> list
 def rates(
     model: dict, order: Callable, trials: int, seed: int, blocks: Callable = FIRST_BLOCKS
 ) -> tuple[float, float, float]:
-    """(promoted, 99% interval excluding 1.0, median speedup) over `trials` A/A decisions."""
+    """(promoted, 99% interval excluding 1.0, median speedup) over `trials` A/A decisions,
+    noise_sim's windows turned by `order` over `blocks` and its calls swinging where the model
+    says so."""
     window.order, window.first_blocks = order, blocks  # what noise_sim's windows use
+    noise_sim._Sampler.call = _swinging
     try:
         rng = np.random.default_rng(seed)
         got = [noise_sim.trial(model, rng, 1.0) for _ in range(trials)]
     finally:
         window.order, window.first_blocks = ROTATION, FIRST_BLOCKS
+        noise_sim._Sampler.call = _call
     promoted, excluding = sum(g[0] for g in got) / trials, sum(g[1] for g in got) / trials
     return promoted, excluding, float(np.median([g[2] for g in got]))
 
@@ -135,7 +139,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=500)
     ap.add_argument("--seed", type=int, default=11)
     args = ap.parse_args(argv)
-    noise_sim._Sampler.call = _swinging
     print(f"A/A decisions per model and order: {args.trials} (simulated on the CPU)")
     for name, model in MODELS.items():
         for label, (order, blocks) in ORDERS.items():

@@ -64,6 +64,18 @@ TARGETS = {
 INGEST_PARTS = ("table_ms", "lock_attach_ms", "sql_ms", "project_ms", "commit_ms", "release_ms")
 
 
+def host() -> dict[str, object]:
+    """Where and when a store benchmark ran: the date, the machine, its CPUs, Python and DuckDB
+    (the head of store_threads.py's and upgrade_bench.py's results)."""
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": platform.node(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "duckdb": duckdb.__version__,
+    }
+
+
 def p50(values: list[float]) -> float:
     return statistics.median(values)
 
@@ -394,12 +406,9 @@ def main() -> None:
     runs, cands, keys = max(10, int(10_000 * args.scale)), 100, max(1, int(1_000 * args.scale))
 
     res: dict[str, object] = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        **host(),
         "machine": args.label or platform.node(),
-        "cpu_count": os.cpu_count(),
         "platform": platform.platform(),
-        "python": platform.python_version(),
-        "duckdb": duckdb.__version__,
         "pyarrow": pyarrow.__version__,
         "pydantic": pydantic.VERSION,
         "scale": args.scale,

@@ -8,13 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
-from store_bench import INGEST_PARTS, bench_candidate_ingest, bench_ingest
+from store_bench import INGEST_PARTS, bench_candidate_ingest, bench_ingest, host
 
 from tlxstore.store import Store
 
@@ -52,11 +50,7 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="store-threads-"))
     res = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": platform.node(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "duckdb": duckdb.__version__,
+        **host(),
         "runs": [measure(int(t), work) for t in args.threads.split(",")],
     }
     text = json.dumps(res, indent=2)

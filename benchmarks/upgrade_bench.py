@@ -16,12 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -30,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from store_bench import generate_big_store  # noqa: E402
+from store_bench import generate_big_store, host  # noqa: E402
 
 from tlxstore.store import Store  # noqa: E402
 from tlxstore.testing import as_schema_v8  # noqa: E402
@@ -64,11 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     ).fetchone()
     con.close()
     result = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": platform.node(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "duckdb": duckdb.__version__,
+        **host(),
         "scale": args.scale,
         "rows_events": generated["rows_events"],
         "rows_proj_samples": generated["rows_proj_samples"],

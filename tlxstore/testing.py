@@ -268,26 +268,31 @@ def leave_behind(store: str | Path | duckdb.DuckDBPyConnection) -> int:
             con.close()
 
 
-def as_schema_v9(store_path: Path) -> None:
-    """Turn a closed store into what tlxdb's store schema v9 wrote: no instance columns on the
-    decisions (for tests and benchmarks of the upgrade to v10)."""
+def _as_schema(store_path: Path, version: int, *statements: str) -> None:
+    """Run `statements` on a closed store and record it as store schema `version`."""
     import duckdb
 
     con = duckdb.connect(str(store_path))
-    for column in ("instance_df", "instance_sigma", "instance_pairs"):
-        con.execute(f"ALTER TABLE proj_decisions DROP COLUMN {column}")
-    con.execute("UPDATE tlxdb_meta SET value = '9' WHERE key = 'store_schema_version'")
+    for statement in statements:
+        con.execute(statement)
+    con.execute(f"UPDATE tlxdb_meta SET value = '{version}' WHERE key = 'store_schema_version'")
     con.close()
+
+
+def as_schema_v9(store_path: Path) -> None:
+    """Turn a closed store into what tlxdb's store schema v9 wrote: no instance columns on the
+    decisions (for tests and benchmarks of the upgrade to v10)."""
+    drops = ("instance_df", "instance_sigma", "instance_pairs")
+    _as_schema(store_path, 9, *(f"ALTER TABLE proj_decisions DROP COLUMN {c}" for c in drops))
 
 
 def as_schema_v8(store_path: Path) -> None:
     """Turn a closed store into what tlxdb's store schema v8 wrote: v9's, and no instance column
     on the samples and the machine states (for tests and benchmarks of the upgrade to v9)."""
-    import duckdb
-
     as_schema_v9(store_path)
-    con = duckdb.connect(str(store_path))
-    con.execute("ALTER TABLE proj_samples DROP COLUMN instance")
-    con.execute("ALTER TABLE proj_machine DROP COLUMN instance")
-    con.execute("UPDATE tlxdb_meta SET value = '8' WHERE key = 'store_schema_version'")
-    con.close()
+    _as_schema(
+        store_path,
+        8,
+        "ALTER TABLE proj_samples DROP COLUMN instance",
+        "ALTER TABLE proj_machine DROP COLUMN instance",
+    )

@@ -1,5 +1,5 @@
 """The store file's tables and their version: creating them, checking a file is a store this
-tlxdb can read, and upgrading an older one (tlxstore/sql/schema.sql, upgrade_v2.sql .. upgrade_v9.sql)."""
+tlxdb can read, and upgrading an older one (tlxstore/sql/schema.sql, upgrade_v2.sql .. upgrade_v10.sql)."""
 
 from __future__ import annotations
 
