@@ -2,7 +2,9 @@
 
 Every command parses, calls one library function and renders; a TlxdbError it lets through
 becomes a one-line `click.ClickException` here (message on stderr, exit 1), so no command
-repeats the mapping.
+repeats the mapping. A usage error (an unknown option, a value of the wrong type) exits 1 too,
+not click's 2: 2 means a run ended without a winner (docs/CONTRACT.md, exit codes), and a
+script that tests for it must not read a typo as a finished run.
 """
 
 from __future__ import annotations
@@ -18,11 +20,25 @@ from tlxstore.redaction import Redactor
 class TlxdbGroup(click.Group):
     """A click group whose commands' TlxdbErrors leave as one-line errors (exit 1)."""
 
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as e:
+            raise _bad_input(e) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:
+            raise _bad_input(e) from None
         except TlxdbError as e:
             raise click.ClickException(Redactor.from_environment().text(e.message)) from None
+
+
+def _bad_input(e: click.UsageError) -> click.UsageError:
+    """`e`, exiting 1 (bad input) instead of click's 2 (a run without a winner here)."""
+    e.exit_code = 1
+    return e
 
 
 @click.group(cls=TlxdbGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -240,6 +240,8 @@ def _render(result: RunResult, fmt: str) -> None:
 @_bundle_options
 @click.option(
     "--output-dir",
+    "--out",
+    "output_dir",
     type=click.Path(file_okay=False, path_type=Path),
     help=with_default(
         "Where the run writes its artifacts (events.jsonl, best_kernel.py, result.json, "

@@ -94,3 +94,26 @@ def test_help_and_runs_import_nothing_they_do_not_use(tmp_path, args, also_absen
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
     unwanted = [m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(also_absent or "@")]
     assert unwanted == []
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["optimize", "--outt", "x"], "No such option '--outt'"),
+        (["optimize", "--max-rounds", "abc"], "'abc' is not a valid integer"),
+        (["bundle", "new", "--bogus"], "No such option '--bogus'"),
+        (["--bogus"], "No such option '--bogus'"),
+        (["nosuch"], "No such command 'nosuch'"),
+    ],
+)
+def test_a_usage_error_exits_1_not_2_which_means_a_run_without_a_winner(args, says):
+    """click exits 2 on a usage error; tlxdb's 2 is a finished run without a winner
+    (docs/CONTRACT.md), so a typo exits 1 with click's one-line reason, as bad input does."""
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 1, r.output
+    assert says in r.stderr and "Traceback" not in r.output
+
+
+def test_optimize_takes_out_for_the_output_folder_as_bundle_new_does():
+    option = next(p for p in main.commands["optimize"].params if p.name == "output_dir")
+    assert "--out" in option.opts and "--output-dir" in option.opts
