@@ -171,13 +171,15 @@ def _window(
     calls: dict[str, int] = {}
     flip = False
 
+    size, blocks = window.per_call(REPETITIONS), window.first_blocks(REPETITIONS, len(members))
+
     def block(index: int, n: int, cases: list[str]) -> None:
         nonlocal flip
         shared = math.exp(rng.normal(0, drift_sigma))
         if model.get("random_order") and index % 2 == 0:
             flip = rng.random() < 0.5  # this turn of two blocks: B A, A B
         for case in cases:
-            ordered = window.order(members, index)
+            ordered = window.order(members, index, blocks)
             if flip:
                 ordered = ordered[::-1]
             for cid, side, instance in ordered:
@@ -195,7 +197,6 @@ def _window(
                     )
                 )
 
-    size, blocks = window.per_call(REPETITIONS), window.first_blocks(REPETITIONS, len(members))
     for i in range(blocks):
         block(i, size, list(CASES))
     t = DEFAULT_THRESHOLDS

@@ -1,18 +1,20 @@
 """Which turn order keeps a clock swing in step with the calls off one member? A/A decisions of
-benchmarks/noise_sim.py (the loop's policy, second window included) under two turn orders.
+benchmarks/noise_sim.py (the loop's policy, second window included) under several turn orders.
 
     python benchmarks/order_sim.py [--trials 500] [--seed 11]
 
 Issue 27's GEMM A/A windows on the H200 ran the candidate's calls 4-5 and 8-9 1-2% slow
-(benchmarks/README.md, figure `first_window_calls`): tlxdb's turn order (window.order: A B, B A,
-A B ... for two members) makes the calls A B B A A B B A ..., so anything that repeats every four
+(benchmarks/README.md, figure `first_window_calls`) under tlxdb's turn order of then (A B, B A,
+A B ... for two members), whose calls run A B B A A B B A ...: anything that repeats every four
 calls lands on one member. Models (noise_sim's, with its 1% CV per sample):
 - every 4th call 10% / 2%: the 4th, 8th ... call of a window (both sides counted) that much slow
   (noise_sim's "every 4th call" at 10%; 2% is about what the H200 showed after the warm-up);
 - 4-call swing 2%: calls 4k and 4k+1 2% slow (the H200's pattern: two calls slow, two fast);
 - lognormal, drift, bimodal: noise_sim's, to see that the order costs nothing elsewhere.
 Orders:
-- rotation: window.order as it is;
+- rotation: turned by one place per block, the order of then;
+- halves: tlxdb's window.order now: two members A B in the first half of a window's first
+  blocks, B A in the second (calls A B A B A B B A B A B A), then the rotation;
 - thue-morse: turn t of the members' rotations runs forward when the Thue-Morse bit of t is 0
   and backward when it is 1 (two members: A B, B A | B A, A B | B A, A B | A B, B A ...), so the
   calls run A B B A B A A B ...: balanced over 8 blocks, but a window of two members has 6 (three
@@ -50,16 +52,21 @@ noise_sim = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(noise_sim)
 
 T = TypeVar("T")
-ROTATION = window.order
+ORDER = window.order  # tlxdb's: halves for two members
 
 
-def thue_morse(members: Sequence[T], block: int) -> list[T]:
+def rotation(members: Sequence[T], block: int, first: int) -> list[T]:
+    """tlxdb's order before halves: turned by one place per block, two members too."""
+    return window.turned(members, block)
+
+
+def thue_morse(members: Sequence[T], block: int, first: int) -> list[T]:
     """The rotations of `members`, turn t forward or backward by the Thue-Morse bit of t."""
     n = len(members)
     turn, k = divmod(block, n)
     if bin(turn).count("1") % 2:
         k = n - 1 - k
-    return ROTATION(members, k)
+    return window.turned(members, k)
 
 
 class RandomTurns:
@@ -71,7 +78,7 @@ class RandomTurns:
         self.backward: dict[int, bool] = {}
         self.last = -1
 
-    def __call__(self, members: Sequence[T], block: int) -> list[T]:
+    def __call__(self, members: Sequence[T], block: int, first: int) -> list[T]:
         if block < self.last:
             self.backward = {}
         self.last = block
@@ -79,21 +86,18 @@ class RandomTurns:
         turn, k = divmod(block, n)
         if self.backward.setdefault(turn, bool(self.rng.random() < 0.5)):
             k = n - 1 - k
-        return ROTATION(members, k)
+        return window.turned(members, k)
 
 
 FIRST_BLOCKS = window.first_blocks
 
 
-def even_turns(repetitions: int, members: int) -> int:
-    """window.first_blocks rounded up to an even number of turns."""
-    blocks = FIRST_BLOCKS(repetitions, members)
-    return blocks + members * ((blocks // members) % 2)
-
-
 # label -> (turn order, first blocks of a window)
-ORDERS: dict[str, tuple[Callable[[Sequence[Any], int], list[Any]], Callable[[int, int], int]]] = {
-    "rotation": (ROTATION, FIRST_BLOCKS),
+ORDERS: dict[
+    str, tuple[Callable[[Sequence[Any], int, int], list[Any]], Callable[[int, int], int]]
+] = {
+    "rotation": (rotation, FIRST_BLOCKS),
+    "halves": (ORDER, FIRST_BLOCKS),
     "thue-morse": (thue_morse, FIRST_BLOCKS),
     "thue-morse, even turns": (thue_morse, even_turns),
     "random turns": (RandomTurns(5), FIRST_BLOCKS),
@@ -128,7 +132,7 @@ def rates(
         rng = np.random.default_rng(seed)
         got = [noise_sim.trial(model, rng, 1.0) for _ in range(trials)]
     finally:
-        window.order, window.first_blocks = ROTATION, FIRST_BLOCKS
+        window.order, window.first_blocks = ORDER, FIRST_BLOCKS
         noise_sim._Sampler.call = _call
     promoted, excluding = sum(g[0] for g in got) / trials, sum(g[1] for g in got) / trials
     return promoted, excluding, float(np.median([g[2] for g in got]))

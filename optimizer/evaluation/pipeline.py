@@ -413,10 +413,14 @@ def measure_window(
     owed: dict[str, int] = {}  # case -> its marked calls not yet measured again
     warm = warm_up and bool(cases)
 
+    size = window.per_call(req.repetitions)
+    turn = len(members)
+    first = window.first_blocks(req.repetitions, turn)
+
     def block(index: int, repetitions: int, block_cases: list[CaseSpec], extra: bool) -> None:
         nonlocal warm
         for case in block_cases:
-            for run, key in window.order(members, index):
+            for run, key in window.order(members, index, first):
                 got, was_marked = run.benchmark_case(
                     key, case, repetitions, block=index, warm_up=warm, extra=extra
                 )
@@ -426,11 +430,9 @@ def measure_window(
                 else:
                     samples[key].setdefault(case.case_id, []).extend(got)
 
-    size = window.per_call(req.repetitions)
-    turn = len(members)
-    index = window.first_blocks(req.repetitions, turn)
-    for b in range(index):
-        block(b, size, cases, False)
+    for index in range(first):
+        block(index, size, cases, False)
+    index = first
     by_id = {c.case_id: c for c in cases}
     remeasure_turns = window.MAX_REMEASURED_BLOCKS // turn
     noisy_turns = window.extra_turns(req.max_extra_blocks, turn) if req.max_cv is not None else 0

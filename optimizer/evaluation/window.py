@@ -2,9 +2,12 @@
 
 A window is one evaluation's benchmark: the candidate and its references (the baseline, and the
 incumbent when that is another candidate) are built in one harness child and benchmarked
-alternately, block by block. A block is one harness `benchmark()` call per member and case; the
-members' order turns by one place each block (A B, B A, A B ... for two; a Latin square for
-three), so a drift over the window weighs on every member alike. Every comparison a decision
+alternately, block by block. A block is one harness `benchmark()` call per member and case. Two
+members run A B in the first half of the window's first blocks and B A in the second (A B A B A B
+B A B A B A); three or more turn by one place each block (a Latin square for three); extra
+blocks turn by one place. So each member is first in as many blocks as every other, and a
+linear drift over the window, or a swing of the clock every 2, 3 or 4 calls, weighs on every
+member alike (`order`). Every comparison a decision
 makes is between samples of one window: no candidate is compared with samples taken earlier, in
 another process.
 
@@ -54,8 +57,9 @@ candidate's instance about 1.5% slower in every block whichever side went first
 first window, not to the instance: the same instance ran level with the reference's in a second
 window (median 1.002), and copies built one after another and timed outside tlxdb did not differ
 by build order. Call by call, A's calls 4-5 and 8-9 ran 1-2% over the reference's neighbouring
-pairs. That is either the role, or a clock swing of about four calls in step with this turn
-order (A R, R A puts calls 4k and 4k+1 on A). Its cause is not known yet."""
+pairs. That is either the role, or a clock swing of about four calls in step with the turn order
+of then (A R, R A put calls 4k and 4k+1 on A). Its cause is not known yet; `order` now spreads
+such a swing over both members."""
 
 SECOND_WINDOW_INSTANCES = 3
 """Instances of each member a second window measures (remeasure_window): the first window's, and
@@ -94,10 +98,31 @@ def extra_turns(max_extra_blocks: int, members: int) -> int:
     return max_extra_blocks // members
 
 
-def order(members: Sequence[T], block: int) -> list[T]:
-    """The members in the order block `block` measures them: turned by one place per block."""
-    k = block % len(members)
+def turned(members: Sequence[T], places: int) -> list[T]:
+    """`members` turned by `places` places (1: B C A for A B C)."""
+    k = places % len(members)
     return list(members[k:]) + list(members[:k])
+
+
+def order(members: Sequence[T], block: int, first: int) -> list[T]:
+    """The members in the order block `block` of a window measures them, `first` its first
+    blocks (first_blocks). Two members: A B in the first half of the first blocks, B A in the
+    second, then turned by one place per block; more: turned by one place per block.
+    Why not A B, B A, A B ... for two as for more: its calls run A B B A A B B A A B B A, so
+    anything that repeats every four calls lands on one member. It did on the H200: a 4096^3
+    GEMM's clock swung with a period of about four calls (0.24 s each) after a build, and the
+    candidate's calls 4-5 and 8-9 ran 1-2% over the reference's neighbours in 30 A/A windows
+    (benchmarks/README.md, `first_window_calls`). Of the 20 orders of 6 blocks of two that put
+    each member first three times, that rotation is the only one, with its mirror image, that puts
+    all six of the calls 4k and 4k+1 on one member; this one puts four on one and two on the
+    other, the fewest possible in 12 calls, and balances a drift and a swing of 2, 3 or 6 calls.
+    Simulated (benchmarks/order_sim.py, 1000 A/A decisions a model): under a 2% swing of
+    four calls the rotation read a median 0.9825 with 82.2% of the 99% intervals excluding 1.0;
+    this order 0.9956 and 0.0%, at no cost elsewhere (lognormal, drift and bimodal noise: 0-0.1%
+    excluding under both)."""
+    if len(members) != 2 or block >= first:
+        return turned(members, block)
+    return turned(members, int(block >= first // 2))
 
 
 def noisy_cases(

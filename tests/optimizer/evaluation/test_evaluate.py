@@ -561,10 +561,11 @@ def test_revalidation_interleaves_finalist_and_baseline_in_one_child(tmp_path):
     summary = ev.revalidate("c007", faster, "baseline", ADD_KERNEL, 3, 4, 120.0, events.append)
     assert summary.verified and summary.benchmarked
     sampled = of(events, BenchmarkSampled)
-    # three alternations' worth of 4 repetitions: 6 blocks of 2, the order turning each block
+    # three alternations' worth of 4 repetitions: 6 blocks of 2, the finalist first in the first
+    # three and the baseline in the last three (window.order, two members)
     turn = [("c007", "baseline"), ("baseline", "c007")]
     assert [(s.block, s.case_id, s.candidate_id) for s in sampled] == [
-        (b, c, who) for b in range(6) for c in ("small", "large") for who in turn[b % 2]
+        (b, c, who) for b in range(6) for c in ("small", "large") for who in turn[b >= 3]
     ]
     assert all(s.phase == Phase.REVALIDATION and s.window_id == "c007" for s in sampled)
     # one warm-up call before the first samples of the child (the finalist's, block 0), no other
