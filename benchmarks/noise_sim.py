@@ -23,10 +23,11 @@ Noise models (times are multiplied by each factor that applies):
 - bimodal + call: the bimodal model with a 5% call effect.
 - every 4th call: in each window every fourth harness call of a case (both sides' calls counted)
   runs 10% slower, CV 1% besides: what the H200 showed on a 4096^3 fp16 GEMM after one warm-up
-  call (the A/A run r20261204-082226-b3f0e6, kept in git at f3c04e3). tlxdb's order (A B, B A,
-  A B ...) puts that call on the candidate every time: a bias, no false promotion. "random order" draws each turn's order
-  at random instead: no bias, but false promotions. Neither is the fix; windows on a GPU warm up
-  past the swing first (optimizer.evaluation.window.GPU_WARM_UP_S).
+  call (the A/A run r20261204-082226-b3f0e6, kept in git at f3c04e3). tlxdb's order of then (A B,
+  B A, A B ...) put that call on the candidate every time: a bias, no false promotion; its order
+  of two members now (window.order: A B A B A B B A B A B A) spreads it over both. "random order"
+  draws each turn's order at random instead: no bias, but intervals too narrow. Windows on a GPU
+  also warm up past the swing first (optimizer.evaluation.window.GPU_WARM_UP_S).
 - instance effect 1%, 2%: each instance of a kernel (a build loaded into the harness child) runs
   at its own speed for a whole window, a lognormal factor of CV 1% or 2% per side and window, CV
   1% besides: what an A/A call on the H200 showed on a launch-bound case (docs/GUARDS.md "A

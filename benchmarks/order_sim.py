@@ -92,6 +92,12 @@ class RandomTurns:
 FIRST_BLOCKS = window.first_blocks
 
 
+def even_turns(repetitions: int, members: int) -> int:
+    """window.first_blocks rounded up to an even number of turns."""
+    blocks = FIRST_BLOCKS(repetitions, members)
+    return blocks + members * ((blocks // members) % 2)
+
+
 # label -> (turn order, first blocks of a window)
 ORDERS: dict[
     str, tuple[Callable[[Sequence[Any], int, int], list[Any]], Callable[[int, int], int]]

@@ -35,10 +35,15 @@ class TlxdbGroup(click.Group):
             raise click.ClickException(Redactor.from_environment().text(e.message)) from None
 
 
+class BadUsage(click.UsageError):
+    """A usage error that exits 1 (bad input) instead of click's 2 (a run without a winner here)."""
+
+    exit_code = 1
+
+
 def _bad_input(e: click.UsageError) -> click.UsageError:
-    """`e`, exiting 1 (bad input) instead of click's 2 (a run without a winner here)."""
-    e.exit_code = 1
-    return e
+    """`e` as a BadUsage: its whole message (a suggestion too: "Did you mean ...") and context."""
+    return e if isinstance(e, BadUsage) else BadUsage(e.format_message(), e.ctx)
 
 
 @click.group(cls=TlxdbGroup, context_settings={"help_option_names": ["-h", "--help"]})

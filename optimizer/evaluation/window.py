@@ -48,8 +48,8 @@ clock), then the power limit swung the clock for about two seconds: in every A/A
 window's 4th and 8th harness calls (0.9 and 1.7 s in, at 0.24 s a call) had a sample 5-14% slow.
 With one warm-up call those calls fell on the candidate, so each of five A/A decisions read
 0.983-0.990 for an identical kernel (benchmarks/noise_sim.py's "every 4th call" models: the
-same pattern makes the candidate 5% slow with a fixed order and promotes noise 3.1% of the time
-with a random one).
+same pattern made the candidate 5% slow with the turn order of then, promoted noise 3.1% of the
+time with a random one, and weighs on both members under `order` now).
 Two seconds of load before the first sample take the window past the swing. They did not take
 away the bias: 30 A/A decisions on that GEMM with the warm-up still read 0.985 (median), the
 candidate's instance about 1.5% slower in every block whichever side went first

@@ -99,7 +99,7 @@ def test_help_and_runs_import_nothing_they_do_not_use(tmp_path, args, also_absen
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["optimize", "--outt", "x"], "No such option '--outt'"),
+        (["optimize", "--outt", "x"], "Did you mean one of: '--out', '--output-dir'?"),
         (["optimize", "--max-rounds", "abc"], "'abc' is not a valid integer"),
         (["bundle", "new", "--bogus"], "No such option '--bogus'"),
         (["--bogus"], "No such option '--bogus'"),
