@@ -6,6 +6,7 @@ Pure functions (a folded run in, text out). Kernel source text never appears in 
 from __future__ import annotations
 
 from optimizer.decision import machine, stats
+from optimizer.decision.policy import window_blocks
 from optimizer.evaluation import window
 from optimizer.reporting.result import case_numbers
 from tlxstore.events import (
@@ -319,21 +320,25 @@ def _sampled_line(e: BenchmarkSampled, state: RunState) -> str | None:
     if not e.extra:
         return None
     marked = machine.marked_calls(state, e.window_id, e.phase)
-    so_far = [
-        x
-        for s in window
-        if s.case_id == e.case_id and (e.candidate_id, e.case_id, s.block, s.instance) not in marked
-        for x in s.samples_us
-    ]
+    # the case's samples so far of each member of the window (the candidate and its references),
+    # marked calls left out: the case is noisy when any member's are (window.noisy_cases)
+    so_far = {
+        member: [x for block in cases[e.case_id].values() for x in block]
+        for member, cases in window_blocks(state, e.window_id, e.phase, e.instance).items()
+        if e.case_id in cases
+    }
+    noisiest = max(so_far, key=lambda m: stats.cv(so_far[m]), default=e.candidate_id)
+    samples = so_far.get(noisiest, [])
     max_cv = state.started.thresholds.max_cv if state.started else None
-    if marked and (max_cv is None or stats.cv(so_far) <= max_cv):
+    if marked and (max_cv is None or stats.cv(samples) <= max_cv):
         return (
             f"{e.candidate_id} {e.case_id} measured again, block {e.block}: a call of it ran "
             "while the GPU throttled or was shared"
         )
+    whose = "" if noisiest == e.candidate_id else f"{noisiest}'s "
     return (
-        f"{e.candidate_id} {e.case_id} is noisy (CV {stats.cv(so_far):.3f} over {len(so_far)} "
-        f"samples): measured again, block {e.block}"
+        f"{e.candidate_id} {e.case_id} is noisy ({whose}CV {stats.cv(samples):.3f} over "
+        f"{len(samples)} samples): measured again, block {e.block}"
     )
 
 
