@@ -16,8 +16,10 @@ own samples rescaled between devices in a parallel run.
 4. a case noisier than `max_cv` (the candidate's CV in its window) does not block promotion, but
    then the whole interval must lie above `min_speedup`; the decision carries a note naming the
    case and its CV. Under `strict_noise` (the TLX agent's rule) such a case blocks promotion;
-5. no protected case's p95 is more than MAX_P95_REGRESSION above the baseline's p95 (a case
-   noisier than `max_cv` excepted, unless under `strict_noise`: its tail is its noise);
+5. no protected case's p95 is more than MAX_P95_REGRESSION above the baseline's p95; a case
+   noisier than `max_cv` (not under `strict_noise`, where it blocks) is judged on its median
+   instead, its tail being its noise: its own interval (the case alone, blocks paired) must not
+   lie wholly below 1 / (1 + MAX_P95_REGRESSION), a regression of more than that for certain;
 6. it beats the incumbent (the last promoted candidate): measured beside it in its window, the
    speedup over the incumbent is above 1.0 with the interval's lower bound above 1.0 too; an
    incumbent promoted while the candidate was being measured (a parallel round) was not in its
@@ -96,6 +98,7 @@ class Comparison:
     ci_low: float
     ci_high: float
     cases: list[CaseSpeedup]
+    blocks: stats.Pair | None = None  # (reference, candidate) the cases' numbers rest on
 
 
 def _confidence_pct() -> str:
@@ -129,7 +132,7 @@ def compare_blocks(
         )
     point = stats.blocked_speedup(reference, candidate, weights)
     low, high = stats.blocked_interval(reference, candidate, weights)
-    return Comparison(point, low, high, cases)
+    return Comparison(point, low, high, cases, (reference, candidate))
 
 
 def compare(
@@ -171,7 +174,12 @@ def measurement_problems(
             problems.append(text)
         else:
             n = f" over {case.candidate_samples} samples" if case.candidate_samples else ""
-            notes.append(f"{text}{n}: decided on the interval, its p95 not compared")
+            tail = (
+                "its median checked for a regression on its own interval, not its p95"
+                if case.case_id in protected
+                else "its p95 not compared"
+            )
+            notes.append(f"{text}{n}: decided on the interval; {tail}")
     if c.speedup < thresholds.min_speedup:
         problems.append(f"speedup {_fmt(c)} below min {thresholds.min_speedup:g}")
     if c.ci_low <= 1.0:
@@ -185,7 +193,10 @@ def measurement_problems(
         if case.case_id not in protected or not case.baseline_p95_us or not case.candidate_p95_us:
             continue
         if case in noisy and not thresholds.strict_noise:
-            continue  # the tail of a noisy case is its noise: decided on the interval
+            median = _noisy_case_regressed(c, case)  # its tail is its noise: its median
+            problems += median.problems
+            notes += median.notes
+            continue
         regression = case.candidate_p95_us / case.baseline_p95_us - 1.0
         if regression > MAX_P95_REGRESSION:
             problems.append(
@@ -194,6 +205,45 @@ def measurement_problems(
                 f"max {MAX_P95_REGRESSION:.0%})"
             )
     return Findings(problems, notes)
+
+
+def _noisy_case_regressed(c: Comparison, case: CaseSpeedup) -> Findings:
+    """A protected case noisier than max_cv judged on its median: a problem when it regressed by
+    more than MAX_P95_REGRESSION for certain (the whole interval of its own speedup, the case
+    alone with its blocks paired as the decision's interval draws them, below 1 / (1 +
+    MAX_P95_REGRESSION)); a note when only its point median did. Its median, not its p95: a
+    noisy case's tail is its noise. On a bimodal case (launch overhead: one sample in three twice
+    as slow) a median of a few dozen samples can sit in either mode, so the interval is wide and
+    a point regression may be a draw: the note says so, and --strict-noise refuses the case."""
+    bound = 1.0 / (1.0 + MAX_P95_REGRESSION)
+    if c.blocks is None or case.speedup >= bound:
+        return Findings([], [])
+    ref, cand = c.blocks
+    low, high = stats.blocked_interval(
+        {case.case_id: ref[case.case_id]}, {case.case_id: cand[case.case_id]}, {case.case_id: 1.0}
+    )
+    read = (
+        f"protected case {case.case_id} {{}} {case.speedup:.4f}x ({_confidence_pct()} CI "
+        f"{low:.4f}-{high:.4f}; median {case.baseline_median_us:.4g} -> "
+        f"{case.candidate_median_us:.4g} us)"
+    )
+    if high < bound:
+        return Findings(
+            [
+                read.format("regressed:")
+                + f", wholly below {bound:.4f} (max {MAX_P95_REGRESSION:.0%} slower); its CV "
+                f"{case.candidate_cv:.3f} is above max CV, so its median is judged, not its p95"
+            ],
+            [],
+        )
+    return Findings(
+        [],
+        [
+            read.format("read")
+            + f": more than {MAX_P95_REGRESSION:.0%} slower at its median, but too noisy to tell "
+            "a regression from a draw (--strict-noise refuses a case this noisy)"
+        ],
+    )
 
 
 def _failed(cid: str, reason: str, compared_to: str | None = None) -> DecisionMade:
@@ -462,7 +512,7 @@ def _combined(
     if not common:
         return None
     point, low, high = stats.instance_interval(pairs, common, instances)
-    return Comparison(point, low, high, first.cases)
+    return Comparison(point, low, high, first.cases, first.blocks)
 
 
 def _over_instances(

@@ -708,3 +708,41 @@ def test_a_decision_uses_the_controls_of_earlier_rounds_not_of_its_own_round():
     state = build_state(events)
     assert policy.instance_variance(state, "c002", W).df == 4
     assert policy.instance_variance(state, "c003", W).df == 0
+
+
+BIMODAL = [10.0, 10.1, 20.0, 9.9, 10.0, 20.2] * 2  # one sample in three twice as slow: CV 0.37
+
+
+def test_a_noisy_protected_case_that_regressed_for_certain_blocks_promotion():
+    """The p95 of a noisy case is not compared (its tail is its noise); its median is, on the
+    case's own interval: a winner on the large case that made the protected noisy case 0.75x
+    (a new user's run kept one at 0.782x with only a note) is refused."""
+    rng = np.random.default_rng(3)
+    base = {"small": noisy(rng, 100.0, 0.15, 24), "large": BASE["large"] * 2}
+    slow = {"small": noisy(rng, 133.0, 0.15, 24), "large": [x / 3 for x in BASE["large"] * 2]}
+    sides = {"c001": slow, "baseline": base}
+    d = decide(proposed("baseline", list(W)) + _windowed("c001", sides))
+    assert d.speedup > 1.4 and d.ci_low > T.min_speedup  # the geomean alone would promote it
+    assert d.outcome == Outcome.REJECTED
+    assert "protected case small regressed: 0.7" in d.reason, d.reason
+    assert "wholly below 0.9091 (max 10% slower)" in d.reason
+    unprotected = decide(
+        proposed("baseline", list(W)) + _windowed("c001", sides), protected=["large"]
+    )
+    assert unprotected.outcome == Outcome.PROMOTED, unprotected.reason
+    assert any("its p95 not compared" in n for n in unprotected.notes)
+
+
+def test_a_bimodal_protected_case_that_reads_slower_is_named_in_a_note_not_refused():
+    """Bimodal samples (a dozen a side) cannot tell a 0.8x median from a draw of the slow mode:
+    the case's own interval reaches past 1. The large case's win is promoted, and the decision's
+    note names the small case's slower median so that nobody reads the win as free."""
+    base = {"small": BIMODAL, "large": BASE["large"] * 2}
+    fast = {"small": [x * 1.25 for x in BIMODAL], "large": [x / 3 for x in BASE["large"] * 2]}
+    d = decide(_stale_baseline() + _windowed("c001", {"c001": fast, "baseline": base}))
+    assert d.outcome == Outcome.PROMOTED, d.reason
+    (note,) = [n for n in d.notes if n.startswith("protected case small read 0.8000x")]
+    assert "more than 10% slower at its median, but too noisy to tell" in note, note
+    strict = T.model_copy(update={"strict_noise": True})
+    state = build_state(_stale_baseline() + _windowed("c001", {"c001": fast, "baseline": base}))
+    assert policy.decide(state, "c001", strict, W).outcome == Outcome.REJECTED
