@@ -244,8 +244,21 @@ def _warned(name: str, detail: str) -> ValidationCheck:
     return ValidationCheck(name=name, passed=True, warning=True, detail=detail)
 
 
+# Errors a harness meets for a known reason it does not say, and that reason (a substring of the
+# error, what to add to the failure).
+KNOWN_CAUSES = {
+    "0 active drivers": (
+        "Triton found no GPU driver: triton.testing.do_bench, and an @triton.autotune list of "
+        "more than one config, need a GPU; on the interpreter (TRITON_INTERPRET=1) time the call "
+        "with a CPU clock (time.perf_counter) and give the kernel one config (docs/TUNE.md)"
+    ),
+}
+
+
 def _failed(name: str, detail: str) -> ValidationCheck:
-    return ValidationCheck(name=name, passed=False, detail=detail)
+    """A failed check; `detail` with the cause when it is an error of a known cause."""
+    causes = [cause for error, cause in KNOWN_CAUSES.items() if error in detail]
+    return ValidationCheck(name=name, passed=False, detail="; ".join([detail, *causes]))
 
 
 def protected_check(cases: list[CaseSpec]) -> ValidationCheck:

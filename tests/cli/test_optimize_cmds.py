@@ -510,6 +510,31 @@ def test_validate_fails_with_exit_1_and_the_failing_check(tmp_path):
     )
 
 
+DO_BENCH = """
+
+import triton.testing
+
+
+def benchmark(artifact, case, repetitions):
+    x, y = _inputs(case)
+    ms = triton.testing.do_bench(lambda: artifact.add(x, y), quantiles=[0.5, 0.2, 0.8])
+    return {"samples_us": [t * 1000 for t in ms], "warmup_count": 1, "cache_policy": "none"}
+"""
+
+
+def test_validate_says_why_do_bench_fails_on_the_interpreter(tmp_path):
+    """A harness timed with triton.testing.do_bench, as most GPU harnesses are, meets Triton's
+    'RuntimeError: 0 active drivers' on the CPU interpreter: the failure says what that means
+    and what to do, not the error alone."""
+    bundle = vecadd_bundle(tmp_path / "bundle", harness_append=DO_BENCH)
+    r = _invoke(["validate", "--kernel", str(KERNEL), "--bundle", str(bundle)])
+    assert r.exit_code == 1, r.output
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("FAIL")]
+    assert line.split()[1] == "baseline:samples" and "0 active drivers" in line, line
+    assert "Triton found no GPU driver: triton.testing.do_bench" in line
+    assert "time the call with a CPU clock (time.perf_counter)" in line
+
+
 def _replay_into(live) -> str:
     import tempfile
 
