@@ -7,7 +7,10 @@ the candidate may print to stdout/stderr freely; replies never travel there.
 Commands (`op`): load, build, verify, benchmark, profile, attribute, ncu_range, warm, exit. Every reply carries `ok` and, after
 load, `patched`: the watched functions the candidate replaced since the snapshot (see
 optimizer.evaluation.guards.snapshot). The child never decides anything: it calls the harness, normalizes what
-came back into JSON, and reports exceptions as text (the tail of the traceback).
+came back into JSON, and reports exceptions as text (the tail of the traceback). It refuses one
+result the contract cannot allow: a `build` whose artifact is one the harness already returned
+for another source in this child (a kernel imported under a fixed module name), since the
+candidate and its references would be one kernel measured against itself.
 
 `attribute` runs one extra `benchmark(artifact, case, 1)` (or one `verify`) under Proton and
 returns which kernels ran, how often and for how long; where Proton cannot run (the Triton
@@ -44,6 +47,10 @@ from tlxstore.limits import MAX_SAMPLES_PER_CASE
 HARNESS_MODULE = "harness"
 INLINE_LIMIT_BYTES = 1_000_000  # a profile result larger than this travels as a file
 REQUIRED = ("build", "verify", "benchmark")
+SAME_ARTIFACT = (
+    "build() returned the same artifact for two different sources: does it import the kernel "
+    "under a fixed module name? give each build its own module name"
+)
 
 
 class _Failure(Exception):
@@ -88,6 +95,17 @@ def _jsonable(value: Any) -> Any:
         return [_jsonable(v) for v in value]
     num = _number(value)
     return num if num is not None else str(value)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """`a` and `b` are one object, or containers of the same kind whose items all are."""
+    if a is b:
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return bool(a) and a.keys() == b.keys() and all(a[k] is b[k] for k in a)
+    if isinstance(a, list | tuple) and type(a) is type(b):
+        return bool(a) and len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+    return False
 
 
 def _declared_int(value: Any) -> int | None:
@@ -245,6 +263,7 @@ class Child:
         self.harness: Any = None
         self.snapshot: Snapshot | None = None
         self.artifacts: dict[str, Any] = {}
+        self.sources: dict[str, str] = {}  # key -> the source its artifact was built from
         self.bundle_root: Path | None = None
         self.changed: Callable[[], list[str]] | None = None
         self.sampler: Any = None  # profilers.nvml.DeviceSampler, once NVML was opened
@@ -325,13 +344,32 @@ class Child:
             artifact = result.get("artifact", result)
             diagnostics = str(result.get("diagnostics", "") or "")
         if success:
+            if self._built_before(msg["source"], artifact):
+                return {"ok": False, "error": SAME_ARTIFACT}
             self.artifacts[msg["key"]] = artifact
+            self.sources[msg["key"]] = msg["source"]
         return {
             "ok": True,
             "success": success,
             "duration_ms": duration_ms,
             "diagnostics": diagnostics,
         }
+
+    def _built_before(self, source: str, artifact: Any) -> bool:
+        """Whether `artifact` is one this child's harness already returned for another source.
+
+        A build that writes the source to a file and imports it under a fixed module name
+        (`import ln_kernel`) gets Python's cached module back from the second build on: the
+        candidate and the reference built after it in one child were then one module, measured
+        against itself (a user's 2.7x faster layer norm read 0.994x and was rejected). A fresh
+        build makes fresh objects, so the test is identity: the artifact itself, or every item of
+        a tuple, list or dict artifact (one that shares only some items, torch or a config, is
+        another artifact). The same source built again may return the same one (a cache)."""
+        return any(
+            _same(artifact, self.artifacts[key])
+            for key, built in self.sources.items()
+            if built != source
+        )
 
     @staticmethod
     def seed_everything(seed: int) -> None:

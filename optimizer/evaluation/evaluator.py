@@ -361,13 +361,17 @@ class Evaluator:
     def _build_beside(self, run: Run, key: str, source: str, req: EvalRequest, how: str) -> None:
         """Build `source` under `key` in the evaluated candidate's child, recording no build of
         its own (it built when it was evaluated); a failure ends the evaluation as a harness
-        error, "the reference R did not build <how>"."""
+        error, "the reference R did not build <how>", and a build the child refuses (an artifact
+        the harness returned for another source already) as a harness error saying why."""
         reply = run.call(
             {"op": "build", "key": key, "source": source, "target": self.bundle.target}
         )
-        if reply.get("ok") and reply.get("success"):
+        if not reply.get("ok"):
+            error = str(reply.get("error"))
+            run.fail(req.candidate_id, "build", error, error)
+        if reply.get("success"):
             return
-        detail = last_line(str(reply.get("diagnostics") or reply.get("error") or ""))
+        detail = last_line(str(reply.get("diagnostics") or ""))
         what = "it" if run.cid == req.candidate_id else f"the reference {run.cid}"
         run.fail(
             req.candidate_id,

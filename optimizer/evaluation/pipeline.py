@@ -209,17 +209,16 @@ class Run:
         repetitions: int,
         *,
         block: int,
-        warm_up: bool = False,
+        warm_up_s: float | None = None,
         extra: bool = False,
     ) -> tuple[list[float], bool]:
         """One harness call benchmarking one case; its samples, and whether the call is marked
         (it ran while the GPU throttled or was shared: optimizer.decision.machine; the child
-        samples NVML while the call runs, where it can). `warm_up`: first calls of
-        `benchmark(artifact, case, 1)` for the evaluator's warm_up_s (one on the CPU,
-        window.GPU_WARM_UP_S on a GPU) after the GPU idled through build and verification, their
-        samples kept as `warmup_samples_us` and out of every statistic: on the H200 a GEMM's
-        clock swings for about two seconds after that idle (window.GPU_WARM_UP_S)."""
-        warm: list[float] = self._warm_up(key, case) if warm_up else []
+        samples NVML while the call runs, where it can). `warm_up_s`: first, calls of
+        `benchmark(artifact, case, 1)` until that many seconds have passed (at least one), their
+        samples kept as `warmup_samples_us` and out of every statistic (measure_window says
+        which calls get them and why)."""
+        warm: list[float] = [] if warm_up_s is None else self._warm_up(key, case, warm_up_s)
         reply = self.call(
             {
                 "op": "benchmark",
@@ -272,10 +271,10 @@ class Run:
         self.emit(state)
         return samples, bool(machine.marks(state))
 
-    def _warm_up(self, key: str, case: CaseSpec) -> list[float]:
-        """Calls of `benchmark(artifact, case, 1)` until the evaluator's warm_up_s have passed
-        (at least one, at most window.MAX_WARM_UP_CALLS); their samples, or those before the
-        first that fails (the benchmark proper then says why, if it fails too)."""
+    def _warm_up(self, key: str, case: CaseSpec, seconds: float) -> list[float]:
+        """Calls of `benchmark(artifact, case, 1)` until `seconds` have passed (at least one, at
+        most window.MAX_WARM_UP_CALLS); their samples, or those before the first that fails (the
+        benchmark proper then says why, if it fails too)."""
         msg = {"op": "benchmark", "key": key, "case": case_dict(case), "repetitions": 1}
         samples: list[float] = []
         start = time.monotonic()
@@ -284,7 +283,7 @@ class Run:
             if not reply.get("ok"):
                 break
             samples.extend(float(x) for x in reply["samples_us"])
-            if time.monotonic() - start >= self.ev.warm_up_s:
+            if time.monotonic() - start >= seconds:
                 break
         return samples
 
@@ -407,24 +406,40 @@ def measure_window(
     or was shared) gets turns until as many extra blocks as it had marked calls were measured, up
     to window.MAX_REMEASURED_BLOCKS blocks; a case noisier than req.max_cv, judged on the calls that
     are not marked, gets one up to req.max_extra_blocks blocks. Returns the first member's median
-    per case, marked calls left out (a case with none left is missing). `warm_up`: the window's
-    first call is preceded by one warm-up call (benchmark_case)."""
+    per case, marked calls left out (a case with none left is missing).
+
+    Warm-up (benchmark_case; its samples are `warmup_samples_us`, in no statistic): every
+    member's first call on each case is preceded by one call of `benchmark(artifact, case, 1)`,
+    one extra call per member and case a window. A reference is built in the child but not
+    verified, and a second window's instances are built anew, so the first call of each on a
+    case compiles its kernels for that case or runs its autotuner's search: a user's baseline
+    read [1411554, 68373, 68077, ...] us, its autotuner's search in the first sample, and the
+    case was then over max_cv, got every extra block and lost its p95 check. The candidate,
+    verified in this child, gets the same call, so every member's first sample comes after one.
+    `warm_up`: the window's very first call warms up for the evaluator's warm_up_s instead (at
+    least one call; window.GPU_WARM_UP_S on a GPU), since the GPU idled through build and
+    verification: on the H200 a GEMM's clock swings for about two seconds after that idle."""
     samples: dict[str, dict[str, list[float]]] = {key: {} for _, key in members}
     owed: dict[str, int] = {}  # case -> its marked calls not yet measured again
-    warm = warm_up and bool(cases)
+    timed = warm_up and bool(cases)  # the window's first call is still to warm up for warm_up_s
+    warmed: set[tuple[str, str]] = set()  # (member's key, case) whose first call was made
 
     size = window.per_call(req.repetitions)
     turn = len(members)
     first = window.first_blocks(req.repetitions, turn)
 
     def block(index: int, repetitions: int, block_cases: list[CaseSpec], extra: bool) -> None:
-        nonlocal warm
+        nonlocal timed
         for case in block_cases:
             for run, key in window.order(members, index, first):
+                warm_up_s = None
+                if (key, case.case_id) not in warmed:
+                    warm_up_s = run.ev.warm_up_s if timed else 0.0
+                    warmed.add((key, case.case_id))
                 got, was_marked = run.benchmark_case(
-                    key, case, repetitions, block=index, warm_up=warm, extra=extra
+                    key, case, repetitions, block=index, warm_up_s=warm_up_s, extra=extra
                 )
-                warm = False
+                timed = False
                 if was_marked:
                     owed[case.case_id] = owed.get(case.case_id, 0) + 1
                 else:

@@ -7,7 +7,9 @@ members run A B in the first half of the window's first blocks and B A in the se
 B A B A B A); three or more turn by one place each block (a Latin square for three); extra
 blocks turn by one place. So each member is first in as many blocks as every other, and a
 linear drift over the window, or a swing of the clock every 2, 3 or 4 calls, weighs on every
-member alike (`order`). Every comparison a decision
+member alike (`order`). Each member's first call on a case in a window comes after one warm-up
+call, whose samples no statistic reads (optimizer.evaluation.pipeline.measure_window: a reference's
+first call compiles its kernels or runs its autotuner's search). Every comparison a decision
 makes is between samples of one window: no candidate is compared with samples taken earlier, in
 another process.
 

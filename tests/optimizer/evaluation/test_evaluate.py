@@ -181,9 +181,10 @@ def test_a_correct_triton_kernel_is_built_verified_three_times_per_case_and_benc
     assert all(min(s.samples_us) > 0 for s in samples)
     assert samples[0].warmup_count == 1 and samples[0].bytes_moved == 12000
     assert samples[1].flops == 5000  # declared in the case parameters
-    # tlxdb's own warm-up call before the window's first samples: kept beside them, in no statistic
-    assert len(samples[0].warmup_samples_us) == 1 and samples[0].warmup_samples_us[0] > 0
-    assert all(s.warmup_samples_us == [] for s in samples[1:])
+    # tlxdb's own warm-up call before each case's first samples (the window's first call's for
+    # warm_up_s: one call on the CPU): kept beside them, in no statistic
+    assert [len(s.warmup_samples_us) for s in samples] == [1, 1, 0, 0, 0, 0]
+    assert all(x > 0 for s in samples for x in s.warmup_samples_us)
     assert all(s.phase == Phase.ROUND and s.window_id == "c001" for s in samples)
     assert not any(s.extra for s in samples)  # no max_cv asked: no extra block
     # The last verification of each case comes after its benchmark.
@@ -568,8 +569,8 @@ def test_revalidation_interleaves_finalist_and_baseline_in_one_child(tmp_path):
         (b, c, who) for b in range(6) for c in ("small", "large") for who in turn[b >= 3]
     ]
     assert all(s.phase == Phase.REVALIDATION and s.window_id == "c007" for s in sampled)
-    # one warm-up call before the first samples of the child (the finalist's, block 0), no other
-    assert [len(s.warmup_samples_us) for s in sampled] == [1] + [0] * (len(sampled) - 1)
+    # one warm-up call before each member's first samples of each case (block 0), no other
+    assert [len(s.warmup_samples_us) for s in sampled] == [1] * 4 + [0] * (len(sampled) - 4)
     assert len({s.cache_policy for s in sampled}) == 1  # the harness saw one process id
     assert {b.candidate_id for b in of(events, BuildFinished)} == {"c007", "baseline"}
     with pytest.raises(ValueError):
@@ -708,6 +709,115 @@ def test_a_reference_that_does_not_build_beside_the_candidate_fails_it_as_a_harn
     assert not of(events, BenchmarkSampled) and not summary.benchmarked
 
 
+# A harness in a user's style: build writes the source to a file of one fixed name and imports it.
+# From the second build on, `import` hands back Python's cached module: the first source's.
+FIXED_NAME_HARNESS = textwrap.dedent(
+    """
+    import importlib
+    import os
+    import sys
+    import tempfile
+    import time
+
+    import torch
+
+    _DIR = tempfile.mkdtemp(prefix="fixed-name-")
+
+
+    def build(kernel_source, target):
+        with open(os.path.join(_DIR, "fixed_kernel.py"), "w") as f:
+            f.write(kernel_source)
+        if _DIR not in sys.path:
+            sys.path.insert(0, _DIR)
+        IMPORT
+        return RETURNED
+
+
+    def _add(artifact):
+        return artifact[1] if isinstance(artifact, tuple) else getattr(artifact, "add", artifact)
+
+
+    def verify(artifact, case):
+        x, y = torch.randn(case["parameters"]["n"]), torch.randn(case["parameters"]["n"])
+        return bool(torch.allclose(_add(artifact)(x, y), x + y))
+
+
+    def benchmark(artifact, case, repetitions):
+        x, y = torch.randn(case["parameters"]["n"]), torch.randn(case["parameters"]["n"])
+        samples = []
+        for _ in range(repetitions):
+            t0 = time.perf_counter()
+            _add(artifact)(x, y)
+            samples.append((time.perf_counter() - t0) * 1e6)
+        return samples
+    """
+)
+SAME_ARTIFACT = (
+    "build() returned the same artifact for two different sources: does it import the kernel "
+    "under a fixed module name? give each build its own module name"
+)
+FASTER = ADD_KERNEL.replace("BLOCK=1024", "BLOCK=2048").replace("cdiv(n, 1024)", "cdiv(n, 2048)")
+
+
+def fixed_name_harness(imported: str = "import fixed_kernel", returned: str = "fixed_kernel"):
+    return FIXED_NAME_HARNESS.replace("IMPORT", imported).replace("RETURNED", returned)
+
+
+@pytest.mark.parametrize(
+    "imported, returned",
+    [
+        ("import fixed_kernel", "fixed_kernel"),
+        ("fixed_kernel = importlib.import_module('fixed_kernel')", "fixed_kernel.add"),
+        ("import fixed_kernel", "(fixed_kernel, fixed_kernel.add)"),
+    ],
+)
+def test_a_build_that_imports_every_source_under_one_module_name_is_a_harness_error(
+    tmp_path, imported, returned
+):
+    """The reference built after the candidate got the candidate's module back: the window would
+    have measured one kernel against itself (a user's 2.7x faster candidate read 0.994x and was
+    rejected). The evaluation fails as a harness error saying why, before any sample."""
+    ev = Evaluator(make_bundle(tmp_path, fixed_name_harness(imported, returned), cases=CASES[:1]))
+    refs = [Reference(candidate_id=BASELINE_ID, source=ADD_KERNEL)]
+    summary, events = run(ev, request(FASTER, references=refs, profile=False, verify_repeats=1))
+    (failure,) = of(events, InfrastructureFailed)
+    assert failure.kind == FailureKind.HARNESS_ERROR and not failure.retryable
+    assert (failure.candidate_id, failure.stage, failure.diagnostics) == (
+        "c001",
+        "build",
+        SAME_ARTIFACT,
+    )
+    assert summary.reason == SAME_ARTIFACT and not summary.benchmarked
+    assert not of(events, BenchmarkSampled)
+
+
+def test_a_revalidation_whose_baseline_builds_into_the_finalist_s_module_is_a_harness_error(
+    tmp_path,
+):
+    ev = Evaluator(make_bundle(tmp_path, fixed_name_harness(), cases=CASES[:1]))
+    events: list = []
+    summary = ev.revalidate("c007", FASTER, BASELINE_ID, ADD_KERNEL, 3, 2, 120.0, events.append)
+    (failure,) = of(events, InfrastructureFailed)
+    assert failure.kind == FailureKind.HARNESS_ERROR and failure.diagnostics == SAME_ARTIFACT
+    assert summary.reason == SAME_ARTIFACT and not of(events, BenchmarkSampled)
+
+
+def test_one_source_built_twice_may_return_the_same_artifact(tmp_path):
+    """A harness may cache its builds by source: the candidate beside a reference of the same
+    source, and the second window's new instances of each, measure that kernel beside itself,
+    which is what was asked."""
+    ev = Evaluator(make_bundle(tmp_path, fixed_name_harness(), cases=CASES[:1]))
+    refs = [Reference(candidate_id=BASELINE_ID, source=ADD_KERNEL)]
+    events: list = []
+    summary = ev.evaluate(
+        request(references=refs, profile=False, verify_repeats=1),
+        events.append,
+        second_window=lambda: True,
+    )
+    assert summary.benchmarked and summary.verified and not of(events, InfrastructureFailed)
+    assert {s.window_id for s in of(events, BenchmarkSampled)} == {"c001", "c001.remeasure"}
+
+
 def test_a_noisy_case_gets_extra_blocks_up_to_the_limit_and_a_quiet_one_none(tmp_path):
     """Every third call of the small case is ten times slower: its CV stays above max_cv, so it
     gets every extra turn allowed (3 blocks: one whole turn of two); the large case gets none."""
@@ -741,7 +851,8 @@ def test_a_noisy_case_gets_extra_blocks_up_to_the_limit_and_a_quiet_one_none(tmp
 def test_a_window_warms_up_for_the_evaluator_s_seconds_before_its_first_samples(tmp_path):
     """On a GPU the window warms up for window.GPU_WARM_UP_S (the H200's clock swing after an
     idle); here the harness call takes 50 ms, so 0.4 s take about 8 warm-up calls, all kept as
-    the first call's warm-up samples and none among the samples; 0 s take one call."""
+    the first call's warm-up samples and none among the samples; 0 s take one call. The
+    reference's first call gets its one warm-up call either way."""
     harness = HARNESS + textwrap.dedent(
         """
         _plain = benchmark
@@ -755,6 +866,73 @@ def test_a_window_warms_up_for_the_evaluator_s_seconds_before_its_first_samples(
     req = request(repetitions=2, references=refs, profile=False)
     _, events = run(Evaluator(bundle, warm_up_s=0.4), req)
     warm = [len(s.warmup_samples_us) for s in of(events, BenchmarkSampled)]
-    assert 6 <= warm[0] <= 9 and warm[1:] == [0] * (len(warm) - 1), warm
+    assert 6 <= warm[0] <= 9 and warm[1:] == [1] + [0] * (len(warm) - 2), warm
     _, events = run(Evaluator(bundle), req)
-    assert [len(s.warmup_samples_us) for s in of(events, BenchmarkSampled)][0] == 1
+    warm = [len(s.warmup_samples_us) for s in of(events, BenchmarkSampled)]
+    assert warm == [1, 1] + [0] * (len(warm) - 2), warm
+
+
+def test_each_member_s_first_call_on_each_case_is_a_warm_up_in_no_statistic(tmp_path):
+    """A reference is built in the child but not verified, and a second window's instances are
+    built anew: their first call on a case compiles their kernels or runs an autotuner's search
+    (a user's baseline read [1411554, 68373, 68077, ...] us, and the case was then too noisy).
+    Here a kernel's first benchmark call on a case, unless verify ran it, returns that first
+    sample: every member's first call on each case in a window is one warm-up call, so none
+    reaches the samples or the noise check, at one extra call per member, case and window."""
+    harness = HARNESS + textwrap.dedent(
+        """
+        _ran = set()  # (artifact, case) whose kernels ran: compiled, tuned
+        _verify = verify
+
+
+        def verify(mod, case):
+            _ran.add((id(mod), case["case_id"]))
+            return _verify(mod, case)
+
+
+        def benchmark(mod, case, repetitions):
+            mod.add(*_inputs(case))
+            first = (id(mod), case["case_id"]) not in _ran
+            _ran.add((id(mod), case["case_id"]))
+            return [1411554.0 if first and i == 0 else 68000.0 + i for i in range(repetitions)]
+        """
+    )
+    ev = Evaluator(make_bundle(tmp_path, harness))
+    refs = [Reference(candidate_id=BASELINE_ID, source=ADD_KERNEL)]
+    req = request(
+        FASTER,
+        references=refs,
+        profile=False,
+        verify_repeats=1,
+        repetitions=4,
+        max_cv=0.05,
+        max_extra_blocks=4,
+    )
+    events: list = []
+    summary = ev.evaluate(req, events.append, second_window=lambda: True)
+    assert summary.benchmarked and summary.verified, summary
+    sampled = of(events, BenchmarkSampled)
+    assert all(x < 1e6 for s in sampled for x in s.samples_us)
+    assert not any(s.extra for s in sampled)  # no case was noisy
+    slow = {
+        (s.window_id, s.candidate_id, s.instance, s.case_id)
+        for s in sampled
+        if s.warmup_samples_us == [1411554.0]
+    }
+    assert slow == {
+        ("c001", BASELINE_ID, 1, "small"),
+        ("c001", BASELINE_ID, 1, "large"),
+        *(
+            ("c001.remeasure", who, instance, case)
+            for who in ("c001", BASELINE_ID)
+            for instance in (2, 3)
+            for case in ("small", "large")
+        ),
+    }
+    # one warm-up call before each member's first call on each case in each window, no other
+    seen: set[tuple[str, str, int, str]] = set()
+    for s in sampled:
+        member = (str(s.window_id), s.candidate_id, s.instance, s.case_id)
+        assert len(s.warmup_samples_us) == (member not in seen), member
+        seen.add(member)
+    assert len(seen) == 2 * 2 + 6 * 2  # two members in the first window, six in the second
