@@ -403,8 +403,10 @@ class BenchmarkSampled(Event):
     cache_policy: str | None = None
     bytes_moved: int | None = None  # declared by the harness/case, for throughput checks
     flops: int | None = None
-    # tlxdb's own warm-up call before the first case's samples (benchmark(artifact, case, 1)
-    # after the GPU idled through build and verification): kept, never in a statistic
+    # tlxdb's own warm-up calls before this call (benchmark(artifact, case, 1)): before a
+    # member's first call on a case in a window (its compile, an autotuner's search), and before
+    # the window's very first call for GPU_WARM_UP_S (the GPU idled through build and
+    # verification): kept, never in a statistic
     warmup_samples_us: list[float] = []
 
 

@@ -86,6 +86,12 @@ def per_call(repetitions: int) -> int:
     return min(SAMPLES_PER_CALL, repetitions)
 
 
+def samples_asked(window_id: str | None, repetitions: int) -> int:
+    """The samples one harness call was asked for: per_call(repetitions) in a window, all
+    `repetitions` in a call measured alone (evidence from before windows)."""
+    return repetitions if window_id is None else per_call(repetitions)
+
+
 def first_blocks(repetitions: int, members: int) -> int:
     """How many blocks every case gets first: `repetitions` samples per member in calls of
     per_call(repetitions), rounded up to whole turns of the members' order, so that each member

@@ -217,7 +217,7 @@ def _more_samples_than_asked(e: BenchmarkSampled, state: RunState) -> str:
     repetitions = state.started.thresholds.benchmark_repetitions if state.started else None
     if repetitions is None:
         return ""
-    asked = repetitions if e.window_id is None else window.per_call(repetitions)
+    asked = window.samples_asked(e.window_id, repetitions)
     if len(e.samples_us) <= asked:
         return ""
     kept = max(asked, MAX_SAMPLES_PER_CASE)

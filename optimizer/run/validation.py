@@ -32,7 +32,7 @@ from optimizer import pysource
 from optimizer.bundle.loading import FrozenBundle
 from optimizer.bundle.spec import CaseSpec
 from optimizer.decision import kernel, stats
-from optimizer.evaluation import attribution
+from optimizer.evaluation import attribution, window
 from optimizer.evaluation.evaluator import Evaluator
 from optimizer.evaluation.requests import EvalRequest, EvalSummary
 from tlxstore.errors import ConfigError
@@ -328,6 +328,51 @@ def _samples_check(
     return _passed("baseline:samples", "positive and repeatable")
 
 
+UNITS_FACTOR = 100.0
+"""A benchmark median this many times shorter than the kernels' own run time is not in
+microseconds. The kernels' time is the wall time of their launches observed while a case was
+verified, the kernels compiled (LaunchesObserved attempt 2 on; on a GPU each launch is
+synchronized, so a kernel of a few microseconds reads 10-30 us: far under 100x); milliseconds
+read as microseconds are 1000x short."""
+
+
+def _shape_check(baseline: CandidateState, thresholds: Thresholds) -> ValidationCheck | None:
+    """A warning when the baseline's samples cannot be timings of one call each in microseconds:
+    a call returned more samples than it was asked for (a do_bench quantiles tuple, a list of
+    percentiles), or a case's median is UNITS_FACTOR times shorter than its kernels' own run
+    time (milliseconds). None when neither shows."""
+    repetitions = thresholds.benchmark_repetitions
+    problems = []
+    calls = [s for s in baseline.samples if s.phase == Phase.VALIDATION]
+    for over in calls:
+        asked = window.samples_asked(over.window_id, repetitions)
+        if len(over.samples_us) <= asked:
+            continue
+        problems.append(
+            f"benchmark(artifact, case, {asked}) returned {len(over.samples_us)} samples on case "
+            f"{over.case_id}: each sample must be the time of one call in microseconds, not "
+            "quantiles or percentiles (do_bench(..., quantiles=...) returns those); tlxdb "
+            "treats them as samples"
+        )
+        break
+    medians = {c: stats.median(s) for c, s in baseline.samples_by_case(Phase.VALIDATION).items()}
+    for launched in baseline.launches:
+        run_us = sum(k.total_us for k in launched.launches)
+        median = medians.get(launched.case_id)
+        if launched.attempt < 2 or not median or median * UNITS_FACTOR >= run_us:
+            continue
+        problems.append(
+            f"case {launched.case_id}: its samples (median {median:.4g} us) are "
+            f"{run_us / median:.0f}x shorter than its kernels' own run time while it was "
+            f"verified ({run_us:.4g} us): benchmark() must return microseconds "
+            "(triton.testing.do_bench returns milliseconds: multiply by 1000)"
+        )
+        break
+    if not problems:
+        return None
+    return _warned("baseline:units", "; ".join(problems))
+
+
 def baseline_checks(
     baseline: CandidateState, summary: EvalSummary, thresholds: Thresholds, protected: set[str]
 ) -> list[ValidationCheck]:
@@ -339,6 +384,8 @@ def baseline_checks(
         return [*checks, _failed("baseline:build", _last_line(baseline.build.diagnostics))]
     checks += [_passed("baseline:build", ""), _verify_check(baseline, summary, protected)]
     checks.append(_samples_check(baseline, summary, thresholds))
+    if summary.benchmarked and (shape := _shape_check(baseline, thresholds)) is not None:
+        checks.append(shape)
     if summary.benchmarked:
         own = [p for p in baseline.profiles if attribution.is_attribution(p)]
         if own:

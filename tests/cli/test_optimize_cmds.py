@@ -535,6 +535,37 @@ def test_validate_says_why_do_bench_fails_on_the_interpreter(tmp_path):
     assert "time the call with a CPU clock (time.perf_counter)" in line
 
 
+QUANTILES_IN_MS = """
+
+
+def benchmark(artifact, case, repetitions):
+    x, y = _inputs(case)
+    artifact.add(x, y)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        artifact.add(x, y)
+        times.append((time.perf_counter() - t0) * 1e3)  # milliseconds, as do_bench returns
+    times.sort()
+    quantiles = [times[2], times[1], times[3]]  # do_bench(..., quantiles=[0.5, 0.2, 0.8])
+    return {"samples_us": quantiles, "warmup_count": 1, "cache_policy": "none"}
+"""
+
+
+def test_validate_warns_of_samples_that_are_quantiles_in_milliseconds(tmp_path):
+    """A harness written for do_bench(..., quantiles=[0.5, 0.2, 0.8]) returns three numbers in
+    milliseconds: validation warns that a call returned more samples than asked and that they
+    are about 1000x shorter than the kernel's own launches while it was verified."""
+    bundle = vecadd_bundle(tmp_path / "bundle", harness_append=QUANTILES_IN_MS)
+    args = ["validate", "--kernel", str(KERNEL), "--bundle", str(bundle), "--max-cv", "5"]
+    r = _invoke(args)
+    assert r.exit_code == 0, r.output
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("WARN")]
+    assert line.split()[1] == "baseline:units", line
+    assert "benchmark(artifact, case, 2) returned 3 samples on case" in line
+    assert "benchmark() must return microseconds" in line and "x shorter than its kernels'" in line
+
+
 def _replay_into(live) -> str:
     import tempfile
 
