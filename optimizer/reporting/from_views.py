@@ -9,6 +9,7 @@ tables with the figures inline), with the figures as SVG files beside them (plot
 
 from __future__ import annotations
 
+import difflib
 import html
 import math
 from collections.abc import Sequence
@@ -517,8 +518,16 @@ def write_history_report(store: Store, kernel: str, to_dir: Path) -> Written:
     or normalized path) or bundle (a digest prefix, "sha256:" optional), from the views."""
     data = queries.report(store, HISTORY_QUERIES, history_params(kernel))
     if not data["history_runs"]:
+        names = {
+            n
+            for r in queries.report(store, ("history_names",), {})["history_names"]
+            for n in (r["kernel_id"], r["entry_point"])
+            if n
+        }
+        close = difflib.get_close_matches(kernel, sorted(names), n=3, cutoff=0.5)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise UnknownRunError(
-            f"no run of kernel or bundle {kernel!r} in store {store.location}; "
+            f"no run of kernel or bundle {kernel!r} in store {store.location}; {hint}"
             'see `tlxdb query "SELECT kernel_id, bundle_digest FROM kernel_history"`'
         )
     run_ids = [r["run_id"] for r in data["history_runs"]]

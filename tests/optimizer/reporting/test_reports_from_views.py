@@ -166,6 +166,7 @@ def test_duplicates_are_drawn_as_duplicates(store, tmp_path):
     [
         (["history", "no_such_kernel"], "no run of kernel or bundle 'no_such_kernel'"),
         (["report", "r1999"], "no run 'r1999'"),
+        (["history", "softmax"], "no run of kernel or bundle 'softmax'"),
     ],
 )
 def test_unknown_kernels_and_runs_are_one_line_errors(store, tmp_path, args, message):
@@ -174,3 +175,13 @@ def test_unknown_kernels_and_runs_are_one_line_errors(store, tmp_path, args, mes
         out.exit_code == 1 and message in out.stderr and len(out.stderr.strip().splitlines()) == 1
     )
     assert not (tmp_path / "x").exists()
+
+
+def test_a_history_of_a_name_with_no_run_suggests_the_kernels_of_the_store(store, tmp_path):
+    """A user asks for the name they know (the entry they gave `bundle new`, a kernel without its
+    underscore or suffix): the one-line error names the store's kernels that come close."""
+    out = cli("history", "softmax", "--store", str(store), "--to", str(tmp_path / "x"))
+    assert out.exit_code == 1
+    assert "did you mean softmax_kernel? see `tlxdb query" in out.stderr, out.stderr
+    far = cli("history", "qqqq", "--store", str(store), "--to", str(tmp_path / "y"))
+    assert far.exit_code == 1 and "did you mean" not in far.stderr
