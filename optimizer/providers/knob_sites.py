@@ -200,6 +200,153 @@ def table(expr: ast.expr) -> tuple[list[tuple[int, int]], ast.expr] | None:
     return entries, expr.args[0]
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+Parents = dict[ast.AST, ast.AST]
+
+
+def parents_of(tree: ast.Module) -> Parents:
+    """Each node's parent: where a launch sits, which function binds a name it reads."""
+    return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+def binds(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, name: str) -> bool:
+    """Whether `fn` makes `name` its own: a parameter, or a name its body (not a nested
+    function's) stores or defines."""
+    args = fn.args
+    params = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
+    params += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
+    if name in params:
+        return True
+    return not isinstance(fn, ast.Lambda) and _stores(fn.body, name) > 0
+
+
+def binder(node: ast.AST, name: str, parents: Parents) -> ast.AST:
+    """The innermost function around `node` that binds `name`, or the module: the scope whose
+    every read of `name` sees the value `node` reads."""
+    at = parents.get(node)
+    while at is not None and not isinstance(at, ast.Module):
+        if isinstance(at, _SCOPES) and binds(at, name):
+            return at
+        at = parents.get(at)
+    assert at is not None, "a node of the tree has the module above it"
+    return at
+
+
+def _body(scope: ast.AST) -> list:
+    """The statements of a function or module; a lambda's one expression."""
+    if isinstance(scope, ast.Lambda):
+        return [scope.body]
+    assert isinstance(scope, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef)
+    return list(scope.body)
+
+
+def reads(scope: ast.AST, name: str, skip: set[str]) -> list[ast.Name]:
+    """Every load of `name` in `scope` (a function or the module): nested functions and
+    lambdas that do not bind it themselves included (a grid lambda reads the launching
+    function's block), @jit functions (`skip`) and f-strings (a table there would read as an
+    escaped brace) left out."""
+    out: list[ast.Name] = []
+    stack: list[ast.AST] = list(_body(scope))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _SCOPES) and (binds(node, name) or getattr(node, "name", "") in skip):
+            continue
+        if isinstance(node, ast.JoinedStr):
+            continue
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
+            out.append(node)
+        stack += list(ast.iter_child_nodes(node))
+    return out
+
+
+def definition(name: ast.Name, parents: Parents) -> ast.expr | None:
+    """The value a name read is given, when the scope that binds it binds it once, by a plain
+    `name = value` or a `def name(...)` with one return (its returned value; a grid function
+    of meta). Else None: a parameter, a tuple, a loop variable."""
+    scope = binder(name, name.id, parents)
+    body = [] if isinstance(scope, ast.Lambda) else _body(scope)
+    found: list[ast.expr | None] = []
+    for stmt in body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == name.id:
+            returns = [n for n in ast.walk(stmt) if isinstance(n, ast.Return)]
+            found.append(returns[0].value if len(returns) == 1 else None)
+        elif (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id == name.id
+        ):
+            found.append(stmt.value)
+    return found[0] if len(found) == 1 and _stores(body, name.id) == 1 else None
+
+
+def _stores(body: list[ast.stmt], name: str) -> int:
+    """How many times `body` (not its nested functions) stores or defines `name`."""
+    stores = 0
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            stores += 1
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            stores += node.name == name
+        if not isinstance(node, _SCOPES):
+            stack += list(ast.iter_child_nodes(node))
+    return stores
+
+
+def grid_parts(launch: ast.Call, parents: Parents, depth: int = 4) -> list[ast.expr]:
+    """The expressions a launch's grid `kernel[grid](...)` is computed from: the grid itself
+    (a lambda's body), and through names it reads, the values those names are assigned in
+    their scope (`grid = (nb,)` with `nb = triton.cdiv(n, BLOCK)`), `depth` names deep."""
+    assert isinstance(launch.func, ast.Subscript)
+    parts: list[ast.expr] = []
+    todo: list[tuple[ast.expr, int]] = [(launch.func.slice, 0)]
+    seen: set[int] = set()
+    while todo:
+        expr, level = todo.pop()
+        if id(expr) in seen:
+            continue
+        seen.add(id(expr))
+        expr = expr.body if isinstance(expr, ast.Lambda) else expr
+        parts.append(expr)
+        if level >= depth:
+            continue
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                value = definition(node, parents)
+                if value is not None:
+                    todo.append((value, level + 1))
+    return parts
+
+
+def divisors(expr: ast.expr) -> list[ast.expr]:
+    """What `expr` divides by: the second argument of a `cdiv`, the right side of `//` or `/`
+    (a grid that divides the problem by a block has one program per block)."""
+    out: list[ast.expr] = []
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and dotted(node.func).split(".")[-1] == "cdiv":
+            out += node.args[1:2]
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv | ast.Div):
+            out.append(node.right)
+    return out
+
+
+def names_read(expr: ast.expr) -> set[str]:
+    """The names and string keys `expr` reads (`BLOCK`, `meta["BLOCK"]` gives meta and BLOCK),
+    not the functions it calls (`triton` of `triton.next_power_of_2(n)`)."""
+    called = {dotted(n.func).split(".")[0] for n in ast.walk(expr) if isinstance(n, ast.Call)}
+    out = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)} - called
+    out |= {
+        n.slice.value
+        for n in ast.walk(expr)
+        if isinstance(n, ast.Subscript)
+        and isinstance(n.slice, ast.Constant)
+        and isinstance(n.slice.value, str)
+    }
+    return out
+
+
 def returned(tree: ast.Module, name: str) -> ast.expr | None:
     """The expression the module-level function `name` returns, when it has one return."""
     for stmt in tree.body:

@@ -11,7 +11,9 @@ What counts as a knob (each an integer literal the source states, or a default i
   a move; once pinned, the config's values are knobs);
 - a value the source computes at run time (a block, num_warps, num_stages): one knob per value
   the observed launches showed it computing (`BLOCK_SIZE[1024]`, `BLOCK_SIZE[4096]`), rewritten
-  as a table keyed by the computed value.
+  as a table keyed by the computed value, wherever the value is read: a variable's every read
+  (the grid's `triton.cdiv(n, BLOCK_SIZE)` too), so the grid and the launch see one value. A
+  computed value the grid divides by another way cannot be rewritten so: it is unreadable.
 
 Invariants:
 - `apply_knobs(source, values)` changes only the literals (or inserts only the keywords) of the
@@ -35,10 +37,16 @@ from pydantic import BaseModel, ConfigDict
 from optimizer import pysource
 from optimizer.providers.knob_sites import (
     Scope,
+    binder,
     caller_literals,
     dict_items,
+    divisors,
     generated_configs,
+    grid_parts,
     helper_returns,
+    names_read,
+    parents_of,
+    reads,
     returned,
     scan,
     table,
@@ -80,8 +88,8 @@ class Site(BaseModel):
     """Where a knob's value lives: source[start:end] (UTF-8 byte offsets) is replaced by
     `prefix + str(value) + suffix`. An insertion site has start == end and a prefix like
     ", num_warps=". A computed value's site is one entry of a table: `key` (what the computation
-    gave) and `plain` (the computation's text); the knobs of every key share the span, which
-    `table_text` renders from all their values (see apply_knobs)."""
+    gave) and `plain` (the computation's text); the knobs of every key share the span (one per
+    read of the value), which `table_text` renders from all their values (see apply_knobs)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -115,6 +123,10 @@ class Knob(BaseModel):
     sites: list[Site]
     explicit: bool = True  # False: not written in the source (a Triton default)
     loop_step: bool = False  # the kernel walks a loop in steps of this value
+    # A launch's grid divides the problem by this knob (`triton.cdiv(n, BLOCK)`,
+    # `meta["BLOCK"]`): changing it changes the number of programs. False for a grid that does
+    # not read it (one program per row: `(n_rows,)`) and for a grid tune cannot read.
+    grid_follows: bool = False
     # A computed value's knob: the kernel parameter its table sets, and the key it sets it for
     # (what the computation gave); the launches where the computation gives another value
     # are another knob's.
@@ -296,6 +308,9 @@ class _Collector:
         self.autotuned: set[str] = set()  # kernels with an @triton.autotune decorator
         self.covered: set[tuple[str, str]] = set()  # (kernel, parameter) some knob sets
         self.reported: set[str] = set()  # kernels (or kernel.parameter) already unreadable
+        self.parents = parents_of(self.tree)
+        self.launch_calls: list[tuple[str, ast.Call]] = []  # (kernel, its `kernel[grid](...)`)
+        self.params: dict[str, set[str]] = {}  # knob name -> the parameters it sets
 
     # A knob found at several sites with the same value is one knob; different values are not.
     def _add(
@@ -317,6 +332,7 @@ class _Collector:
         existing = self.knobs.get(name)
         if existing is not None:
             if existing.sites[0] == sites[0]:
+                self.params[name].add(param or name)
                 return
             if existing.value == value and existing.explicit == explicit:
                 self.knobs[name] = existing.model_copy(
@@ -325,10 +341,12 @@ class _Collector:
                         "loop_step": existing.loop_step or loop_step,
                     }
                 )
+                self.params[name].add(param or name)
                 return
             name = f"{kernel}.{name}"
             if name in self.knobs:
                 return
+        self.params[name] = {param or name}
         self.knobs[name] = Knob(
             name=name,
             value=value,
@@ -370,11 +388,14 @@ class _Collector:
                 return expr.id, values.pop(), sites, KnobOrigin.CONSTANT
         return None
 
-    def _computed(self, kernel: str, param: str, expr: ast.expr) -> None:
+    def _computed(
+        self, kernel: str, param: str, expr: ast.expr, launch: ast.Call | None = None
+    ) -> None:
         """A value computed at run time (or a table over it a rewrite left): one knob per value
-        the computation gave, from the observed launches and the table's keys. Only blocks,
-        num_warps and num_stages: another computed constexpr (`n_cols=n_cols`) is a problem
-        size the kernel specializes on, not a setting."""
+        the computation gave, from the observed launches and the table's keys, its table written
+        wherever `launch` and its grid read the value (_value_sites). Only blocks, num_warps
+        and num_stages: another computed constexpr (`n_cols=n_cols`) is a problem size the
+        kernel specializes on, not a setting."""
         found = table(expr)
         entries, computation = (dict(found[0]), found[1]) if found is not None else ({}, expr)
         text = ast.get_source_segment(self.source, computation) or ast.unparse(computation)
@@ -390,6 +411,9 @@ class _Collector:
                 f"{kernel} was observed"
             )
             return
+        at = self._value_sites(kernel, param, expr, computation, launch)
+        if at is None:
+            return
         for key in keys:
             self._add(
                 f"{name}[{key}]",
@@ -397,10 +421,67 @@ class _Collector:
                 role,
                 KnobOrigin.COMPUTED,
                 kernel,
-                self._table_site(expr, computation, key),
+                [self._table_site(node, computation, key) for node in at],
                 param=param,
                 key=key,
             )
+
+    def _value_sites(
+        self,
+        kernel: str,
+        param: str,
+        expr: ast.expr,
+        computation: ast.expr,
+        launch: ast.Call | None,
+    ) -> list[ast.expr] | None:
+        """Where the table of a computed value is written. A table at the launch's keyword
+        alone leaves the grid at the computed value: `BLOCK=B` with the grid
+        `triton.cdiv(n, B)` and B 256 → 1024 launched a quarter of the programs' blocks past
+        the end (1024-wide blocks, 79 programs for n=20000, three quarters masked). So:
+        - `BLOCK=B`, B a name: every read of B in the scope that binds it (the grid's, a
+          buffer sized by it) gets the table; changing B wherever it is read is changing B;
+        - `BLOCK=E`, E an expression: E and each copy of it in the grid. A grid that divides
+          by something else E reads (`BLOCK=min(B, 1024)`, grid `triton.cdiv(n, B)`) cannot
+          follow a table over E: the value is unreadable (None), not rewritten out of step.
+        A heuristic's value (no `launch`) reaches the grid as meta, which it sets."""
+        if launch is None:
+            return [expr]
+        if isinstance(computation, ast.Name):
+            scope = binder(computation, computation.id, self.parents)
+            return self._tables_over([expr, *reads(scope, computation.id, set(self.jit_defs))])
+        same = ast.dump(computation)
+        parts = grid_parts(launch, self.parents)
+        copies = [
+            n
+            for part in parts
+            for n in ast.walk(part)
+            if isinstance(n, ast.expr) and ast.dump(n) == same
+        ]
+        theirs = names_read(computation)
+        for part in parts:
+            for divisor in divisors(part):
+                if any(ast.dump(n) == same for n in ast.walk(divisor)):
+                    continue
+                if names_read(divisor) & theirs:
+                    text = ast.get_source_segment(self.source, computation) or ""
+                    self.unreadable.append(
+                        f"{kernel}.{param}: computed at the launch ({_one_line(text)}) while its "
+                        f"grid divides by {_one_line(ast.unparse(divisor))}; a rewrite of one "
+                        "would leave the other out of step"
+                    )
+                    return None
+        return self._tables_over([expr, *copies])
+
+    def _tables_over(self, nodes: list[ast.expr]) -> list[ast.expr]:
+        """`nodes` in source order, each one that is the keyed expression of a table a rewrite
+        left (`{256: 1024}.get(B, B)`) replaced by that table, once."""
+        out: dict[tuple[int, int], ast.expr] = {}
+        for node in nodes:
+            parent = self.parents.get(node)
+            if isinstance(parent, ast.Call) and node in parent.args and table(parent) is not None:
+                node = parent
+            out.setdefault((self.off.start(node), self.off.end(node)), node)
+        return [out[span] for span in sorted(out)]
 
     def _unseen_blocks(self) -> None:
         """A block constexpr the launches showed that no knob sets (a `**cfg` tune cannot read,
@@ -433,8 +514,9 @@ class _Collector:
         return " (it reaches the launch from outside this file's literals)"
 
     def _table_site(self, expr: ast.expr, computation: ast.expr, key: int) -> Site:
-        """The entry `key` of the table a computed value becomes: `expr` (the computation E, or
-        a table over it) is rewritten as `{key: value, ...}.get(E, E)` (table_text)."""
+        """The entry `key` of the table a computed value becomes: `expr` (a read of the
+        computation E, or a table over it) is rewritten as `{key: value, ...}.get(E, E)`
+        (table_text)."""
         text = ast.get_source_segment(self.source, computation) or ast.unparse(computation)
         if "\n" in text:
             text = ast.unparse(computation)
@@ -458,6 +540,7 @@ class _Collector:
         self._collect_heuristics()
         self._collect_launches(self.tree.body, self.module, None)
         self._unseen_blocks()
+        self._grid_follows()
         return KnobSpace(
             knobs=list(self.knobs.values()),
             kernels=self.kernels,
@@ -465,6 +548,18 @@ class _Collector:
             unreadable=self.unreadable,
             launches=self._launch_sets(),
         )
+
+    def _grid_follows(self) -> None:
+        """Marks the knobs a launch's grid divides the problem by (Knob.grid_follows)."""
+        divided: dict[str, set[str]] = {}
+        for kernel, launch in self.launch_calls:
+            for part in grid_parts(launch, self.parents):
+                for divisor in divisors(part):
+                    divided.setdefault(kernel, set()).update(names_read(divisor))
+        for name, knob in list(self.knobs.items()):
+            own = {name.split("[")[0].split(".")[-1], *self.params.get(name, ())}
+            if own & divided.get(knob.kernel, set()):
+                self.knobs[name] = knob.model_copy(update={"grid_follows": True})
 
     def _collect_launches(
         self,
@@ -514,6 +609,7 @@ class _Collector:
         info = self.kernels.get(kernel_name)
         if info is None:
             return
+        self.launch_calls.append((kernel_name, call))
         autotuned = kernel_name in self.autotuned
         args = self._launch_args(call, info, scope)
         given = {p for p, _ in args}
@@ -522,7 +618,7 @@ class _Collector:
                 continue
             found = self._resolve(expr, scope, fn)
             if found is None:
-                self._computed(kernel_name, param, expr)
+                self._computed(kernel_name, param, expr, call)
                 continue
             const_name, value, sites, origin = found
             name = const_name or param

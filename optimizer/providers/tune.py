@@ -1079,8 +1079,10 @@ def _violation(ctx: ProviderContext, space: KnobSpace, config: Config) -> str | 
         block = k.role == KnobRole.BLOCK or (info is not None and k.name in info.arange_params)
         if block and v & (v - 1):
             return f"{k.name}={v} is not a power of two"
-        if k.role == KnobRole.BLOCK and k.key is not None and not k.loop_step and v < k.key:
-            # the host sized the grid (or the one block a row gets) for the computed value
+        below = k.key is not None and v < k.key and not (k.loop_step or k.grid_follows)
+        if k.role == KnobRole.BLOCK and below:
+            # the host sized the grid (or the one block a row gets) for the computed value; a
+            # grid that divides by the value reads its table too (knobs._value_sites)
             return f"{k.name}={v} is below the block {k.key} the kernel computes for its shape"
     if ctx.target.backend == "cpu":
         return None
@@ -1149,9 +1151,12 @@ def _smem_limit(ctx: ProviderContext) -> int:
     return _DEFAULT_SMEM_BYTES
 
 
-def _fraction(a: int, b: int) -> str:
-    r = b / a
-    return f"1/{r:g}" if r > 1 else f"{1 / r:g}x"
+def _times(before: int, after: int) -> str:
+    """How `after` compares with `before`, as "4x" (four times as much) or "1/4" (a quarter):
+    the arguments in the order of the change the text describes, so that a quantity that falls
+    as the knob rises (programs, loop trips) reads `_times(b, a)` for a knob a→b."""
+    r = after / before
+    return f"{r:g}x" if r >= 1 else f"1/{1 / r:g}"
 
 
 def _explain(s: _Search, name: str, a: int, b: int) -> tuple[str, str, str]:
@@ -1169,12 +1174,23 @@ def _explain(s: _Search, name: str, a: int, b: int) -> tuple[str, str, str]:
                     else "cut the masked work of partial blocks and the registers each thread holds"
                 )
             ),
-            f"{name} {a}→{b}: {_fraction(a, b)} the loop trips per program",
+            f"{name} {a}→{b}: {_times(b, a)} the loop trips per program",
             (
                 "more registers per thread, and masked work where a row is shorter than the block"
                 if up
                 else f"more loop iterations, each paying {where}'s fixed cost"
             ),
+        )
+    if knob.role == KnobRole.BLOCK and not knob.grid_follows:
+        # the grid does not divide by it (one program per row) or tune cannot read the grid:
+        # the number of programs is not the knob's to change
+        return (
+            f"{'Larger' if up else 'Smaller'} tiles ({name} {a}→{b}) change the work per program "
+            + ("and the reuse of each loaded element" if up else "and the registers it holds"),
+            f"{name} {a}→{b}: each program covers {_times(a, b)} the elements",
+            "more shared memory and registers per program (occupancy may fall)"
+            if up
+            else "less reuse per loaded element",
         )
     if knob.role == KnobRole.BLOCK:
         return (
@@ -1184,9 +1200,11 @@ def _explain(s: _Search, name: str, a: int, b: int) -> tuple[str, str, str]:
                 if up
                 else "and allow more programs in flight"
             ),
-            f"{name} {a}→{b}: each program covers {b / a:g}x the elements, {_fraction(b, a)} as many programs"
+            f"{name} {a}→{b}: each program covers {_times(a, b)} the elements, "
+            f"{_times(b, a)} as many programs"
             if up
-            else f"{name} {a}→{b}: {a / b:g}x as many programs, each doing {_fraction(a, b)} the work",
+            else f"{name} {a}→{b}: {_times(b, a)} as many programs, each doing {_times(a, b)} "
+            "the work",
             "more shared memory and registers per program (occupancy may fall)"
             if up
             else "less reuse per loaded element; more launch and scheduling overhead",
@@ -1201,8 +1219,7 @@ def _explain(s: _Search, name: str, a: int, b: int) -> tuple[str, str, str]:
                     else "give each thread more elements and leave room for more programs per SM"
                 )
             ),
-            f"num_warps {a}→{b}: each thread handles {_fraction(b, a) if up else f'{a / b:g}x'} "
-            "the elements",
+            f"num_warps {a}→{b}: each thread handles {_times(b, a)} the elements",
             "idle threads when the block is too small for them"
             if up
             else "register pressure: more values per thread",

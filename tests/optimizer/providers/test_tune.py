@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[3]
 SOFTMAX = (REPO / "examples" / "softmax" / "kernel.py").read_text()
 RMSNORM = (REPO / "examples" / "rmsnorm" / "kernel.py").read_text()
 MATMUL = (REPO / "examples" / "matmul" / "kernel.py").read_text()
+CORPUS = REPO / "tests" / "optimizer" / "providers" / "tune_corpus"
 HOST_CASES = [CaseSpec(case_id="2x4096", parameters={"n_rows": 2, "n_cols": 4096})]
 GPU_CASES = [CaseSpec(case_id="16384x8192", parameters={"n_rows": 16384, "n_cols": 8192})]
 
@@ -152,6 +153,62 @@ def test_a_proposal_is_a_real_rewrite_with_its_hypothesis():
     assert result.expected_effect == "BLOCK 128→512: 1/4 the loop trips per program"
     assert result.hypothesis and result.evidence and result.risk
     assert result.hypothesis_kind == "block_size"
+
+
+PER_BLOCK = (CORPUS / "tutorial_add" / "kernel.py").read_text()  # grid: cdiv(n, meta[BLOCK_SIZE])
+PER_ROW = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def _double_rows(x_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+        cols = tl.arange(0, BLOCK_SIZE)
+        row = x_ptr + tl.program_id(0) * n_cols
+        tl.store(row + cols, tl.load(row + cols, mask=cols < n_cols) * 2, mask=cols < n_cols)
+
+
+    def double_rows(x):
+        _double_rows[(x.shape[0],)](x, x.shape[1], BLOCK_SIZE=BLOCK)
+
+
+    BLOCK = 256
+    """
+)
+
+
+def expected_effect(source: str, space: dict, backend: str = "cpu") -> str:
+    """The expected effect of tune's one move in a declared space of two values."""
+    ctx = context(source, [], backend=backend, tuning_space=space)
+    out = TuneProvider().propose(ctx, lambda e: None)
+    assert isinstance(out, Proposal), out
+    return out.expected_effect
+
+
+def test_the_expected_effect_says_which_way_the_programs_and_their_work_go():
+    """A block doubled over a grid that divides by it: twice the elements per program, half as
+    many programs (it once read "16x as many"); halved: twice the programs, each half the work
+    (once "2x the work"). A grid of one program per row keeps its count: only the elements
+    each program covers change. More warps: each thread handles half the elements."""
+    up = PER_BLOCK.replace("BLOCK_SIZE=32", "BLOCK_SIZE=256")
+    down = PER_BLOCK.replace("BLOCK_SIZE=32", "BLOCK_SIZE=512")
+    assert expected_effect(up, {"BLOCK_SIZE": [256, 512]}) == (
+        "BLOCK_SIZE 256→512: each program covers 2x the elements, 1/2 as many programs"
+    )
+    assert expected_effect(down, {"BLOCK_SIZE": [256, 512]}) == (
+        "BLOCK_SIZE 512→256: 2x as many programs, each doing 1/2 the work"
+    )
+    assert expected_effect(PER_ROW, {"BLOCK": [256, 512]}) == (
+        "BLOCK 256→512: each program covers 2x the elements"
+    )
+    assert expected_effect(PER_ROW, {"BLOCK": [128, 256]}) == (
+        "BLOCK 256→128: each program covers 1/2 the elements"
+    )
+    warps = {"BLOCK_SIZE": [256], "num_warps": [4, 8], "num_stages": [3]}
+    assert expected_effect(up, warps, backend="cuda") == (
+        "num_warps 4→8: each thread handles 1/2 the elements"
+    )
 
 
 def test_on_the_interpreter_only_constexpr_knobs_are_searched():
@@ -470,7 +527,6 @@ def test_on_a_gpu_the_softmax_search_reaches_the_bandwidth_plateau_within_twelve
     )
 
 
-CORPUS = REPO / "tests" / "optimizer" / "providers" / "tune_corpus"
 ONE_BLOCK_PER_ROW = (CORPUS / "calculate_settings" / "kernel.py").read_text()
 BLOCKS_PER_ROW = (CORPUS / "computed_per_shape" / "kernel.py").read_text()  # a loop over the row
 

@@ -37,6 +37,7 @@ from tlxstore.runlog import read_envelopes
 CORPUS = Path(__file__).parent / "tune_corpus"
 sys.path.insert(0, str(CORPUS))
 from corpus_harness import make  # noqa: E402
+from test_tune import ONE_BLOCK_PER_ROW, computed, drive, narrower_is_faster  # noqa: E402
 
 # style -> the block knob tune must find (for an autotune list: a key of its configs)
 STYLES = {
@@ -56,6 +57,7 @@ STYLES = {
     "autograd_class": "BLOCK",  # a local of a torch.autograd.Function's forward
     "two_kernels": "SCALE_BLOCK",  # two kernels in one file
     "compile_vs_run": "APPLY_BLOCK",  # two kernels: the first launched is not the longest
+    "helper_branches": "BLOCK_SIZE[256]",  # computed by a helper's branches, read by the grid
 }
 
 
@@ -121,6 +123,13 @@ KNOB_SETS = {
     "autograd_class": {"BLOCK": B, **_LAUNCH},
     "two_kernels": {"SUM_BLOCK": B, "SCALE_BLOCK": B, **_LAUNCH},
     "compile_vs_run": {"STATS_BLOCK": B, "APPLY_BLOCK": B, **_LAUNCH},
+    "helper_branches": {  # two cases, two branches of the helper
+        "BLOCK_SIZE[128]": B,
+        "BLOCK_SIZE[256]": B,
+        "nw[4]": W,
+        "nw[8]": W,
+        "num_stages": S,
+    },
 }
 
 
@@ -190,6 +199,76 @@ def test_a_setting_computed_per_shape_is_one_knob_per_value_and_its_table_reads_
     fn = build(both, {})["artifact"]
     for n_cols in (100, 16000, 40, 3000):  # the cases' widths; 40 computes 64, not in the table
         assert verify(fn, {"parameters": {"n_rows": 2, "n_cols": n_cols}})["passed"]
+
+
+def blocks_and_grids(launches: list[KernelLaunch]) -> set[tuple[int, tuple[int, ...]]]:
+    return {(launch.constexprs["BLOCK_SIZE"], tuple(launch.grid)) for launch in launches}
+
+
+def test_a_computed_block_the_grid_divides_by_is_rewritten_where_the_grid_reads_it_too():
+    """helper_branches: `BLOCK_SIZE, nw = get_config(n)` is both the launch's BLOCK_SIZE and
+    its grid's divisor. A table at the launch's keyword alone left the grid at the computed
+    value: n=20000 ran 1024-wide blocks over the 79 programs of 256 (three quarters of them
+    masked, and the move measured as no change); a narrower entry would leave elements
+    undone. The table is written at every read of the variable, so each launch's grid is
+    cdiv(n, its block)."""
+    source = (CORPUS / "helper_branches" / "kernel.py").read_text()
+    seen = observe("helper_branches")
+    assert blocks_and_grids(seen) == {(128, (24,)), (256, (79,))}
+    observed = observed_values(seen)
+    tuned = apply_knobs(source, {"BLOCK_SIZE[128]": 64, "BLOCK_SIZE[256]": 1024}, observed)
+    table = "{128: 64, 256: 1024}.get(BLOCK_SIZE, BLOCK_SIZE)"
+    assert f"_add_kernel[(triton.cdiv(n, {table}),)](x, y, out, n, BLOCK_SIZE={table}, " in tuned
+    assert find_knobs(tuned).values() == {  # read back without any observation
+        "BLOCK_SIZE[128]": 64,
+        "BLOCK_SIZE[256]": 1024,
+        "num_stages": 3,
+    }
+    back = {"BLOCK_SIZE[128]": 128, "BLOCK_SIZE[256]": 256}
+    assert apply_knobs(tuned, back, observed) == source
+    build, verify, _ = make("add")
+    with observing() as launched:
+        for n in (3000, 20000):
+            assert verify(build(tuned, {})["artifact"], {"parameters": {"n": n}})["passed"]
+    assert blocks_and_grids(launched) == {(64, (47,)), (1024, (20,))}
+    assert find_knobs(source, observed).by_name()["BLOCK_SIZE[256]"].grid_follows
+
+
+def test_tune_takes_a_computed_block_below_its_value_where_the_grid_divides_by_it():
+    """A grid that reads the block's table has as many programs as the narrower block needs;
+    one program per row (`(n_rows,)`) does not, and stays at or above what was computed."""
+    source = (CORPUS / "helper_branches" / "kernel.py").read_text()
+    launches = computed("_add_kernel", (128, 4), (256, 8))
+    proposals, _, _ = drive(source, narrower_is_faster, launches=launches, limit=4)
+    assert any(p.knobs["BLOCK_SIZE[128]"] < 128 for p in proposals), [p.change for p in proposals]
+    rows = computed("_rms_layernorm_forward", (1024, 4))
+    proposals, _, _ = drive(ONE_BLOCK_PER_ROW, narrower_is_faster, launches=rows, limit=4)
+    assert proposals and all(p.knobs["BLOCK_SIZE[1024]"] >= 1024 for p in proposals)
+
+
+def test_a_computed_block_the_grid_divides_by_another_way_is_unreadable():
+    """`BLOCK_SIZE=triton.next_power_of_2(B)` with the grid `triton.cdiv(n, B)`: a table over
+    the launch's expression cannot reach the grid, so tune says so instead of proposing a
+    rewrite that leaves the two out of step. A grid that divides by the same expression reads
+    the same table."""
+    source = (CORPUS / "helper_branches" / "kernel.py").read_text()
+    source = source.replace("BLOCK_SIZE, nw = get_config(n)", "B, nw = get_config(n)")
+    other = source.replace("cdiv(n, BLOCK_SIZE)", "cdiv(n, B)").replace(
+        "BLOCK_SIZE=BLOCK_SIZE", "BLOCK_SIZE=triton.next_power_of_2(B)"
+    )
+    observed = (("_add_kernel", (("BLOCK_SIZE", 256), ("num_warps", 8))),)
+    space = find_knobs(other, observed)
+    assert [k.name for k in space.knobs if k.role == KnobRole.BLOCK] == []
+    assert space.unreadable == [
+        "_add_kernel.BLOCK_SIZE: computed at the launch (triton.next_power_of_2(B)) while its "
+        "grid divides by B; a rewrite of one would leave the other out of step"
+    ]
+    same = source.replace("cdiv(n, BLOCK_SIZE)", "cdiv(n, triton.next_power_of_2(B))").replace(
+        "BLOCK_SIZE=BLOCK_SIZE", "BLOCK_SIZE=triton.next_power_of_2(B)"
+    )
+    tuned = apply_knobs(same, {"BLOCK_SIZE[256]": 512}, observed)
+    table = "{256: 512}.get(triton.next_power_of_2(B), triton.next_power_of_2(B))"
+    assert f"[(triton.cdiv(n, {table}),)](x, y, out, n, BLOCK_SIZE={table}, " in tuned
 
 
 def test_tune_moves_one_table_entry_of_a_setting_computed_per_shape():
