@@ -333,15 +333,22 @@ class TuneProvider:
     # ---- the start: the best known configuration, or the nearest history -------------------
     def _adoption(self, s: _Search) -> Proposal | None:
         """Re-adopt, once per run and before searching, the best known configuration by pooled
-        estimate when it is one of the prior runs' best (ctx.prior_best: promoted there) and
-        this run has not measured it; a configuration whose pooled estimate is below another
-        known one's is never proposed as the start."""
+        estimate when this run has not measured it: a configuration whose pooled estimate is
+        below another known one's is never proposed as the start. The best need not have been
+        promoted: a run rejects a configuration that did not beat that run's incumbent, and a
+        new user's second run that adopted only promoted ones adopted nothing (its one promoted
+        configuration, 1.67x, was below four rejected ones at 2.1-2.3x), searched elsewhere and
+        ended without a winner. Measured again against this run's baseline, it is decided anew.
+        One never promoted is adopted only when its pooled interval lies above 1.0: a figure
+        within the baseline's noise is not worth an evaluation."""
         ctx = s.ctx
         proposed = self._proposed.setdefault(ctx.run_id, set())
         best = _best(s.points)
         if best is None or best.score is None or best.score <= 0 or best.estimate is None:
             return None
-        prior = next(
+        if best.config == s.parent or ctx.run_id in best.runs:
+            return None
+        promoted = next(
             (
                 m
                 for m in ctx.prior_best
@@ -349,15 +356,25 @@ class TuneProvider:
             ),
             None,
         )
-        if prior is None or best.config == s.parent or ctx.run_id in best.runs:
-            return None
+        low = best.estimate.ci_low
+        if promoted is None and (low is None or low <= 1.0):
+            return None  # never promoted, and not clearly faster than the baseline: noise
         source = s.render(best.config)
         raw = raw_source_hash(source)
         if raw in proposed:
             return None
         proposed.add(raw)
-        run_id, candidate_id = prior.run_id, prior.candidate_id
+        run_id, candidate_id = (
+            (promoted.run_id, promoted.candidate_id)
+            if promoted is not None
+            else (best.run_id, best.candidate_id)
+        )
         key, speedup = _key(best.config), best.estimate.speedup
+        decided = (
+            f"promoted in run {run_id}, {candidate_id}"
+            if promoted is not None
+            else "promoted in no run: a run's incumbent or interval held it back"
+        )
         return Proposal(
             source=source,
             hypothesis=(
@@ -368,8 +385,8 @@ class TuneProvider:
             evidence=(
                 f"{key}: {_pooled_text(best.estimate)}, over {len(best.runs)} run(s) on this "
                 f"bundle and hardware (first measured in run {best.run_id}, "
-                f"{best.candidate_id}; promoted in run {run_id}, {candidate_id}); no other "
-                f"configuration of the {len(s.points)} known measures better"
+                f"{best.candidate_id}; {decided}); no other configuration of the "
+                f"{len(s.points)} known measures better"
             ),
             change=_change(s.parent, best.config),
             expected_effect=f"about {speedup:.3g}x the baseline, as measured before",

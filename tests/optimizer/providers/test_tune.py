@@ -332,9 +332,11 @@ def test_the_best_known_start_is_the_best_by_pooled_estimate_not_by_its_luckiest
     assert "pooled over 2 measurements" in after.evidence
 
 
-def test_no_start_is_adopted_when_the_best_known_configuration_was_never_promoted_elsewhere():
-    """The prior runs' promoted BLOCK=512 (3x) is below BLOCK=1024, which a prior run measured at
-    6x but rejected (it did not beat that run's incumbent): 512 is no best known start."""
+def test_the_best_known_start_need_not_have_been_promoted():
+    """The prior run promoted BLOCK=512 (3x) and measured BLOCK=1024 at 6x but rejected it (it
+    did not beat that run's incumbent). 512 is no best known start: 1024 is, re-measured against
+    this run's baseline (a new user's second run that adopted only promoted configurations
+    adopted nothing and ended without a winner)."""
     prior = [
         measured_block("r1", "c001", 512, "promoted", 3.0, (2.9, 3.1)),
         measured_block("r1", "c002", 1024, "rejected", 6.0, (5.8, 6.2)),
@@ -342,8 +344,19 @@ def test_no_start_is_adopted_when_the_best_known_configuration_was_never_promote
     result = TuneProvider().propose(
         context(SOFTMAX, prior, run_id="r2", prior_best=[prior[0]]), lambda e: None
     )
-    assert isinstance(result, Proposal) and result.remeasures is None
-    assert result.knobs != {"BLOCK": 512}
+    assert isinstance(result, Proposal) and result.knobs == {"BLOCK": 1024}
+    assert result.remeasures == "r1/c002"
+    assert "promoted in no run: a run's incumbent or interval held it back" in result.evidence
+    within_noise = [prior[0], measured_block("r1", "c002", 1024, "rejected", 1.02, (0.9, 1.1))]
+    result = TuneProvider().propose(
+        context(SOFTMAX, within_noise, run_id="r2", prior_best=[prior[0]]), lambda e: None
+    )
+    # 1024's figure holds 1.0 and is below 512's: the promoted 512 is the start
+    assert isinstance(result, Proposal) and result.knobs == {"BLOCK": 512}
+    assert result.remeasures == "r1/c001" and "promoted in run r1, c001" in result.evidence
+    noise = [measured_block("r1", "c001", 1024, "rejected", 1.05, (0.95, 1.15))]
+    result = TuneProvider().propose(context(SOFTMAX, noise, run_id="r2"), lambda e: None)
+    assert isinstance(result, Proposal) and result.remeasures is None  # within the noise
 
 
 def test_a_failed_configuration_closes_its_direction():
