@@ -8,6 +8,7 @@ it from its harness)."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
@@ -56,6 +57,14 @@ QUICK = ["--no-commit-winner", "--candidates-per-round", "1", "--benchmark-repet
 QUICK += ["--max-extra-blocks", "0", "--replicates", "1"]
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """tlxdb takes SIGINT as a terminal's Ctrl-C, though the tests run where SIGINT is ignored
+    (a job a non-interactive shell sent to the background: its children inherit the ignored
+    SIGINT, and Python then installs no KeyboardInterrupt; this test failed so, twice)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _optimize(tmp: Path, name: str, kernel: Path, store: Path, n: int, *flags: str, harness=""):
     """`tlxdb optimize` arguments of a run on the sleep bundle with one case of n elements."""
     bundle = sleep_bundle(
@@ -88,7 +97,12 @@ def test_a_resumed_run_does_not_propose_seeds_again(tmp_path):
         harness=INTERRUPTING_BUILD.format(state=str(state)),
     )  # fmt: skip
     run2 = subprocess.run(
-        [TLXDB, *args], capture_output=True, text=True, timeout=600, start_new_session=True
+        [TLXDB, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        start_new_session=True,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
     )
     assert run2.returncode == 130, run2.stderr[-3000:]
     assert json.loads(state.read_text()) == {"armed": False, "seen": [1024, 2048]}
