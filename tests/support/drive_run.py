@@ -33,7 +33,10 @@ from support.scripted_provider import ScriptedProvider, set_block  # noqa: E402
 SCRIPT = [set_block(128), set_block(256), set_block(512)]
 FLAGS = {"max_rounds": 3, "candidates_per_round": 1}
 ROUND8 = [set_block(n) for n in (128, 256, 512, 1024, 32, 2048, 16, 4096)]
-FLAGS8 = {"max_rounds": 1, "candidates_per_round": 8}
+# max_candidate_seconds: a candidate promoted beside an incumbent is measured in two windows (3
+# members, then 9 instances) at SLEEP_HARNESS_S a call plus one warm-up call per member and case,
+# about 70 s of sleeps: runner.FAST's 60 s timed c003 out after a resume (2026-12-05)
+FLAGS8 = {"max_rounds": 1, "candidates_per_round": 8, "max_candidate_seconds": 180}
 HELD = "held"
 HOLD_MAX_S = 600  # a held driver that nobody signals ends itself
 
