@@ -222,28 +222,23 @@ def _noisy_case_regressed(c: Comparison, case: CaseSpeedup) -> Findings:
     low, high = stats.blocked_interval(
         {case.case_id: ref[case.case_id]}, {case.case_id: cand[case.case_id]}, {case.case_id: 1.0}
     )
-    read = (
-        f"protected case {case.case_id} {{}} {case.speedup:.4f}x ({_confidence_pct()} CI "
-        f"{low:.4f}-{high:.4f}; median {case.baseline_median_us:.4g} -> "
-        f"{case.candidate_median_us:.4g} us)"
+    numbers = (
+        f"{case.speedup:.4f}x ({_confidence_pct()} CI {low:.4f}-{high:.4f}; median "
+        f"{case.baseline_median_us:.4g} -> {case.candidate_median_us:.4g} us)"
     )
     if high < bound:
-        return Findings(
-            [
-                read.format("regressed:")
-                + f", wholly below {bound:.4f} (max {MAX_P95_REGRESSION:.0%} slower); its CV "
-                f"{case.candidate_cv:.3f} is above max CV, so its median is judged, not its p95"
-            ],
-            [],
+        problem = (
+            f"protected case {case.case_id} regressed: {numbers}, wholly below {bound:.4f} (max "
+            f"{MAX_P95_REGRESSION:.0%} slower); its CV {case.candidate_cv:.3f} is above max CV, "
+            "so its median is judged, not its p95"
         )
-    return Findings(
-        [],
-        [
-            read.format("read")
-            + f": more than {MAX_P95_REGRESSION:.0%} slower at its median, but too noisy to tell "
-            "a regression from a draw (--strict-noise refuses a case this noisy)"
-        ],
+        return Findings([problem], [])
+    note = (
+        f"protected case {case.case_id} read {numbers}: more than {MAX_P95_REGRESSION:.0%} "
+        "slower at its median, but too noisy to tell a regression from a draw (--strict-noise "
+        "refuses a case this noisy)"
     )
+    return Findings([], [note])
 
 
 def _failed(cid: str, reason: str, compared_to: str | None = None) -> DecisionMade:
