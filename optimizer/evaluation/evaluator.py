@@ -433,6 +433,22 @@ class Evaluator:
 
         return self._session(finalist_id, timeout_s, emit, body)
 
+    def build_apart(
+        self, cid: str, first: str, second: str, timeout_s: float, emit: Emit
+    ) -> EvalSummary:
+        """Build two different sources one after the other in one child, as a candidate and the
+        reference beside it are built, and nothing else. A harness that hands the second build
+        the first one's artifact (a kernel imported under a fixed module name) ends it as a
+        harness error whose reason is the child's (SAME_ARTIFACT)."""
+
+        def body(session: Session, loaded: dict[str, Any], p: Progress) -> None:
+            run = Run(self, session, cid, Phase.VALIDATION, emit, window_id=cid)
+            if not run.build("A", first) or not run.build("B", second):
+                raise Stop("build failed")
+            p.built = True
+
+        return self._session(cid, timeout_s, emit, body)
+
     # ---- one child, start to end -----------------------------------------------------------
     def _session(
         self,

@@ -6,7 +6,8 @@ Invariants:
   protect the user; one that cannot prove it warns (--strict-validation makes warnings failures).
 - Fails: the harness does not import or lacks build/verify/benchmark; no case is protected; the
   untouched kernel (candidate "baseline") does not build; a protected case fails verify; samples
-  are not positive finite numbers; build() accepts a source with a syntax error; verify() accepts
+  are not positive finite numbers; build() hands a second, different source the first one's
+  artifact in one child (a fixed module name); build() accepts a source with a syntax error; verify() accepts
   a kernel whose functions and kernels were made to compute NaN in Python (which runs on any
   target), whether or not it called them; verify() accepts a kernel whose `*.store` values are
   perturbed when a kernel holding such a store was observed to launch during that verification.
@@ -33,6 +34,7 @@ from optimizer.bundle.loading import FrozenBundle
 from optimizer.bundle.spec import CaseSpec
 from optimizer.decision import kernel, stats
 from optimizer.evaluation import attribution, window
+from optimizer.evaluation.child import SAME_ARTIFACT
 from optimizer.evaluation.evaluator import Evaluator
 from optimizer.evaluation.requests import EvalRequest, EvalSummary
 from tlxstore.errors import ConfigError
@@ -50,6 +52,7 @@ from tlxstore.events import (
 from tlxstore.fold import CandidateState
 
 UNBUILDABLE_SUFFIX = "\n\n)  # tlxdb negative test: this source must not build\n"
+SECOND_BUILD_SUFFIX = "\n\n# tlxdb validation: the same kernel as another source, built second\n"
 MUTANT_OFFSET = 1.0
 
 
@@ -513,6 +516,23 @@ def _wrong_answer_check(evaluator: Evaluator, source: str, timeout_s: float) -> 
     )
 
 
+def fresh_build_check(evaluator: Evaluator, source: str, timeout_s: float) -> ValidationCheck:
+    """Every candidate is built in one child with the incumbent it is measured against: a
+    harness whose build() gives a second, different source the first one's artifact (it imports
+    the kernel under a fixed module name, and Python hands back the cached module) measures
+    each candidate against itself. Shown here, before a run, with the kernel and the same kernel
+    plus a comment, built one after the other in one child."""
+    name = "harness:fresh_build"
+    summary = evaluator.for_probes().build_apart(
+        "probe-second-build", source, source + SECOND_BUILD_SUFFIX, timeout_s, lambda _: None
+    )
+    if summary.reason == SAME_ARTIFACT:
+        return _failed(name, f"{SAME_ARTIFACT}: every candidate would be measured against itself")
+    if not summary.built:
+        return _warned(name, f"inconclusive: the second build did not finish ({summary.reason})")
+    return _passed(name, "build() gave two different sources two artifacts in one child")
+
+
 def negative_checks(evaluator: Evaluator, source: str, timeout_s: float) -> list[ValidationCheck]:
     """The trust-boundary tests: an unbuildable source, a kernel whose results are NaN (in
     Python) and one whose stored values are off (in the kernel) must be refused."""
@@ -565,6 +585,8 @@ def validate(
     )
     names = {c.case_id for c in frozen.bundle.cases if c.protected}
     checks = [protected, *baseline_checks(baseline(), summary, thresholds, names)]
+    if all(c.passed for c in checks):
+        checks.append(fresh_build_check(evaluator, source, thresholds.max_candidate_seconds))
     if all(c.passed for c in checks):
         checks += negative_checks(evaluator, source, thresholds.max_candidate_seconds)
     frozen.check()

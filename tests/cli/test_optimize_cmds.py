@@ -490,6 +490,7 @@ def test_validate_prints_a_pass_fail_table(tmp_path):
         ["PASS", "baseline:samples"],
         ["PASS", "baseline:attribution"],
         ["PASS", "baseline:profile"],
+        ["PASS", "harness:fresh_build"],
         ["PASS", "negative:unbuildable"],
         ["PASS", "negative:wrong_output"],
         ["PASS", "negative:wrong_answer"],

@@ -191,6 +191,50 @@ def test_optimize_refuses_a_bundle_whose_verify_passes_a_launched_wrong_answer(t
     assert not (tmp_path / "s.duckdb").exists() or Store(tmp_path / "s.duckdb").run_ids() == []
 
 
+# A user's build: the source written to one file name and imported by it. From the second build
+# in a child on, Python hands back the first module: every candidate measured against itself.
+FIXED_NAME_BUILD = """
+
+import importlib as _importlib
+import os
+import sys as _sys
+import tempfile as _tempfile
+
+_FIXED_DIR = _tempfile.mkdtemp(prefix="fixed-name-")
+_sys.path.insert(0, _FIXED_DIR)
+
+
+def build(kernel_source, target):
+    with open(os.path.join(_FIXED_DIR, "my_softmax.py"), "w") as f:
+        f.write(kernel_source)
+    module = _importlib.import_module("my_softmax")
+    return {"success": True, "artifact": getattr(module, ENTRY), "diagnostics": ""}
+"""
+
+
+def test_validation_fails_a_build_that_imports_every_source_under_one_module_name(tmp_path):
+    bundle = _softmax_bundle(tmp_path, FIXED_NAME_BUILD)
+    r = _invoke(
+        ["validate", "--kernel", _softmax_kernel(tmp_path), "--bundle", bundle]
+        + ["--benchmark-repetitions", "2", "--max-cv", "5"]
+    )
+    assert r.exit_code == 1, r.stdout
+    rows = {ln.split()[1]: ln for ln in r.stdout.splitlines()[1:]}
+    assert rows["harness:fresh_build"].split()[0] == "FAIL", r.stdout
+    assert r.stderr.strip().splitlines()[-1] == (
+        "Error: validation failed (harness:fresh_build); the bundle cannot protect an optimization"
+    )
+    assert "does it import the kernel under a fixed module name?" in rows["harness:fresh_build"]
+    # the same bundle with a build that imports each source as its own module passes it
+    fresh = _softmax_bundle(tmp_path / "fresh", "")
+    r = _invoke(
+        ["validate", "--kernel", _softmax_kernel(tmp_path / "fresh"), "--bundle", fresh]
+        + ["--benchmark-repetitions", "2", "--max-cv", "5"]
+    )
+    assert r.exit_code == 0, r.stdout
+    assert "PASS" in {ln.split()[1]: ln for ln in r.stdout.splitlines()[1:]}["harness:fresh_build"]
+
+
 # ---- flags and budget.json -----------------------------------------------------------------
 
 

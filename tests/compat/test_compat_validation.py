@@ -42,6 +42,7 @@ def test_a_tlx_host_bundle_validates_with_warnings_printed_once(tmp_path):
         "baseline:samples": "WARN",
         "baseline:attribution": "PASS",
         "baseline:profile": "WARN",
+        "harness:fresh_build": "PASS",
         "negative:unbuildable": "PASS",
         "negative:wrong_output": "PASS",
         "negative:wrong_answer": "WARN",
