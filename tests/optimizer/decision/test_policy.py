@@ -258,6 +258,17 @@ def test_a_point_estimate_above_min_whose_interval_reaches_1_is_rejected():
     assert d.ci_low is not None and d.ci_low <= 1.0 and "CI lower bound" in d.reason
 
 
+def test_a_rejection_below_min_whose_interval_reaches_1_says_the_figure_once():
+    rng = np.random.default_rng(5)
+    base = {"small": noisy(rng, 100, 0.08)}
+    cand = {"small": [x * 1.06 for x in noisy(rng, 100, 0.08)]}
+    state = build_state(measured("baseline", base, Phase.VALIDATION) + measured("c001", cand))
+    d = policy.decide(state, "c001", T, {"small": 1.0})
+    assert d.outcome == Outcome.REJECTED and "below min 1.01" in d.reason
+    assert d.ci_low is not None and d.ci_low <= 1.0 and "CI lower bound" in d.reason
+    assert d.reason.count("99% CI") == 1, d.reason
+
+
 def test_a_p95_regression_on_a_protected_case_is_rejected_despite_a_faster_median():
     tail = dict(FAST, large=[80.0] * 8 + [140.0, 150.0])
     t = T.model_copy(update={"max_cv": 1.0})
