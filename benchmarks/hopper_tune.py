@@ -1,6 +1,6 @@
 """Tune each hopper example from its untuned start with `tlxdb optimize --provider tune`.
 
-    python benchmarks/hopper_tune.py --out DIR [--examples softmax,rmsnorm,matmul]
+    python benchmarks/hopper_tune.py --out DIR [--examples softmax,rmsnorm,matmul] [--max-total-seconds S]
 
 For every example: one `tlxdb optimize` run (a child process, the tune provider, no commit) into
 DIR/<example>/ with a store at DIR/store.duckdb; its stdout (the result JSON) and stderr (the live
@@ -255,6 +255,12 @@ def main(argv: list[str] | None = None) -> int:
         default=5,
         help="alternations of reference, start and winner timed after each run (GPU)",
     )
+    ap.add_argument(
+        "--max-total-seconds",
+        type=float,
+        help="each run's tlxdb time budget (its search then ends; the winner's revalidation and "
+        "the alternated timing still follow); default: the bundle's budget.json",
+    )
     args = ap.parse_args(argv)
     on_gpu = args.target == "hopper"
     if on_gpu:
@@ -265,7 +271,12 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     args.out.mkdir(parents=True, exist_ok=True)
     store = args.store or args.out / "store.duckdb"
-    extra: list[str] = []  # the bundles' budget.json sets the rounds (it overrides flags)
+    # the bundles' budget.json sets the rounds; a flag typed wins over it
+    extra = (
+        []
+        if args.max_total_seconds is None
+        else ["--max-total-seconds", f"{args.max_total_seconds:g}"]
+    )
     summaries = []
     for example in [e.strip() for e in args.examples.split(",") if e.strip()]:
         cases = json.loads((REPO / "examples" / example / args.target / "cases.json").read_text())
