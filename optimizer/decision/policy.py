@@ -28,7 +28,9 @@ own samples rescaled between devices in a parallel run.
 7. a second window, remeasure_window(candidate), holds it up. After a tripwire fired
    (non-blocking IntegrityFlagged) both windows pass 3-6 on their own (the decision reports the
    worse; no promotion on the first measurement alone). Otherwise the second window exists when
-   the first alone would have promoted (owes_second_window: the loop asks the evaluator for one),
+   the first alone would have promoted (owes_second_window: the loop asks the evaluator for one)
+   and is not clear of the instances (clear_of_instances: the run's instance estimate already in
+   its interval, CLEAR_MARGIN above every bar, no case over max_cv),
    since an instance of a kernel (a build loaded into the harness child) can run a few percent
    apart from another instance of it for a whole window: it measures the first window's
    instances beside every member built again (optimizer.evaluation.window
@@ -84,6 +86,10 @@ from tlxstore.fold import CandidateState, RunState, full_measurement
 
 MAX_P95_REGRESSION = 0.10  # a protected case's p95 may be at most 10% above the baseline's p95
 TRIPWIRE_PREFIX = "tripwire:"
+# A first window's promotion clear of every bar by this much, on an interval that already
+# carries the run's instance estimate, is owed no second window (clear_of_instances).
+CLEAR_MARGIN = 0.10
+CLEAR_MIN_DF = 4  # the estimate of one earlier second window (two sources, three instances each)
 
 Blocks = dict[str, list[list[float]]]
 """One side of a comparison: per case, its samples block by block (paired by index with the
@@ -602,7 +608,7 @@ def _decide_in_windows(
     latency = {c.case_id: c.candidate_median_us for c in measurements[0].vs_baseline.cases}
     machine_notes = [n for w in windows if (n := machine.marked_note(state, w, Phase.ROUND))]
     machine_notes += machine.host_notes(state, cid, latency)
-    return _verdict(
+    d = _verdict(
         state,
         cand,
         reported,
@@ -614,6 +620,8 @@ def _decide_in_windows(
         instances=instances,
         pairs=None if pairs is None else [p[-1].vs_baseline.speedup for p in pairs],
     )
+    clear = None if len(windows) > 1 else clear_of_instances(state, d, thresholds)
+    return d if clear is None else d.model_copy(update={"notes": [*d.notes, clear]})
 
 
 def _replicate_problems(
@@ -740,13 +748,45 @@ def owes_second_window(
     weights: Mapping[str, float],
     protected: Collection[str] | None = None,
 ) -> bool:
-    """Whether the candidate's one window would promote it: then it is measured in a second
-    window before it is decided (criterion 7)."""
+    """Whether the candidate's one window would promote it without being clear of the instances
+    (clear_of_instances): then it is measured in a second window before it is decided
+    (criterion 7)."""
     cand = state.candidates[candidate_id]
     if len(_windows(cand, Phase.ROUND)) != 1:
         return False
     d = decide(state, candidate_id, thresholds, weights, protected)
-    return d.outcome == Outcome.PROMOTED
+    return d.outcome == Outcome.PROMOTED and clear_of_instances(state, d, thresholds) is None
+
+
+def clear_of_instances(state: RunState, d: DecisionMade, thresholds: Thresholds) -> str | None:
+    """Why a promotion on one window is owed no second window, or None when it is owed one. A
+    second window measures how far instances of one source run apart; once earlier rounds'
+    second windows have measured it (CLEAR_MIN_DF degrees of freedom), a first window's interval
+    carries it already. A promotion whose interval then lies CLEAR_MARGIN or more above every bar
+    (min_speedup, and the incumbent's decided speedup), with no case noisier than max_cv, would
+    need instances further apart than any measured (the H200's widest: 4% on a launch-bound
+    case) to be noise. On the H200 a second window cost 19-42 s beside a first window's 6-12 s
+    (softmax, benchmarks/results/h200_noise_2026-12-05/)."""
+    if d.outcome != Outcome.PROMOTED or d.ci_low is None or (d.instance_df or 0) < CLEAR_MIN_DF:
+        return None
+    if any(
+        c.candidate_cv > thresholds.max_cv or (c.baseline_cv or 0.0) > thresholds.max_cv
+        for c in d.cases
+    ):
+        return None
+    bar, what = thresholds.min_speedup, f"min_speedup {thresholds.min_speedup:g}"
+    incumbent = state.incumbent_id
+    decided = None if incumbent in (None, BASELINE_ID) else state.candidates[incumbent].decision
+    if decided is not None and decided.speedup and decided.speedup > bar:
+        bar, what = decided.speedup, f"the incumbent {incumbent}'s {decided.speedup:.4f}x"
+    if d.ci_low < bar * (1.0 + CLEAR_MARGIN):
+        return None
+    return (
+        f"decided on its first window: its CI lower bound {d.ci_low:.4f} lies "
+        f"{d.ci_low / bar - 1.0:.0%} above {what} (at least {CLEAR_MARGIN:.0%}), its interval "
+        f"carrying the run's instance estimate (df {d.instance_df}), no case over max CV "
+        f"{thresholds.max_cv:g}: no second window owed"
+    )
 
 
 # ---- evidence measured before windows (window_id None) -----------------------------------------

@@ -757,3 +757,55 @@ def test_a_bimodal_protected_case_that_reads_slower_is_named_in_a_note_not_refus
     strict = T.model_copy(update={"strict_noise": True})
     state = build_state(_stale_baseline() + _windowed("c001", {"c001": fast, "baseline": base}))
     assert policy.decide(state, "c001", strict, W).outcome == Outcome.REJECTED
+
+
+def _after_a_second_window(c002: dict[str, dict[str, list[float]]]) -> RunState:
+    """c001 promoted at 1.04x over three pairs of agreeing instances (its second window: the
+    run's instance estimate, 4 degrees of freedom), then c002 of round 2 measured in one window
+    beside the baseline and c001 (`c002`: its members' samples)."""
+    fast = _scaled(1 / 1.04)
+    again = {"c001.2": fast, "baseline.2": BASE, "c001.3": fast, "baseline.3": BASE}
+    events = _instance_gap(again)
+    events.append(policy.decide(build_state(events), "c001", T, W))
+    events += [
+        e.model_copy(update={"round": 2}) if isinstance(e, CandidateProposed) else e
+        for e in proposed("c002", list(W))
+    ]
+    return build_state(events + in_window("c002", c002, per_block=1))
+
+
+def test_a_first_window_clear_of_every_bar_is_owed_no_second_window():
+    """The softmax on the H200: c002 at 1.75x beside an incumbent at 1.08x cost 12 s in its
+    first window and 42 s in its second. Once an earlier second window measured the instances
+    and the interval carries them, a win 10% or more above every bar, with no case over max_cv,
+    is decided on its first window, and the decision says why."""
+    state = _after_a_second_window(
+        {"c002": _scaled(1 / 1.5), "baseline": BASE, "c001": _scaled(1 / 1.04)}
+    )
+    assert state.incumbent_id == "c001"
+    assert not policy.owes_second_window(state, "c002", T, W)
+    d = policy.decide(state, "c002", T, W)
+    assert d.outcome == Outcome.PROMOTED and d.speedup == pytest.approx(1.5), d.reason
+    assert d.instance_df == 4 and "held in a second window" not in d.reason
+    [note] = [n for n in d.notes if n.startswith("decided on its first window")]
+    assert "above the incumbent c001's 1.0400x (at least 10%)" in note and "df 4" in note, note
+
+
+def test_a_win_near_its_bar_or_before_any_instance_estimate_is_still_owed_a_second_window():
+    # 9% over the incumbent: clear of min_speedup, not of the incumbent by 10%
+    near = {"c002": _scaled(1 / (1.04 * 1.09)), "baseline": BASE, "c001": _scaled(1 / 1.04)}
+    assert policy.owes_second_window(_after_a_second_window(near), "c002", T, W)
+    # the run's first promotion: no second window has measured the instances yet
+    first = build_state(
+        _stale_baseline() + _windowed("c001", {"c001": _scaled(1 / 1.5), "baseline": BASE})
+    )
+    assert policy.decide(first, "c001", T, W).outcome == Outcome.PROMOTED
+    assert policy.owes_second_window(first, "c001", T, W)
+    # a case over max_cv: its interval may be a bimodal draw (the H200's elementwise A/A)
+    bimodal = [10.0 / 3 * f for f in (1.0, 2.0, 1.0, 1.0, 2.0)]
+    jumpy = {"small": bimodal, "large": _scaled(1 / 3)["large"]}
+    state = _after_a_second_window({"c002": jumpy, "baseline": BASE, "c001": _scaled(1 / 1.04)})
+    d = policy.decide(state, "c002", T, W)
+    assert d.outcome == Outcome.PROMOTED and d.ci_low > 1.04 * 1.1, d.reason
+    assert max(c.candidate_cv for c in d.cases) > T.max_cv
+    assert policy.owes_second_window(state, "c002", T, W)
