@@ -824,3 +824,42 @@ def test_bundle_values_of_the_wrong_type_are_refused_not_coerced(tmp_path, file,
     args = ["validate", "--kernel", str(kernel_copy(tmp_path / "src")), "--bundle", str(bundle)]
     r = CliRunner().invoke(main, args)
     assert one_error_line(r) == message
+
+
+@pytest.mark.slow
+def test_a_clear_win_after_the_first_promotion_is_decided_on_its_first_window(tmp_path, scripted):
+    """c001 (BLOCK 128, 1.25x) is the run's first promotion: its second window measures the
+    instances. c002 (BLOCK 512, 1.33x over c001) clears every bar by more than 10% on an interval
+    that carries them: decided on its first window, the decision and the live log saying why,
+    and no remeasure window measured for it."""
+    scripted.extend([set_block(128), set_block(512)])
+    bundle = sleep_bundle(tmp_path / "bundle", sleep_s=0, cases=VECADD_CASES[:1])
+    r = _invoke(
+        _args(
+            tmp_path,
+            bundle=bundle,
+            extra=["--provider", "scripted", "--max-rounds", "2", "--candidates-per-round", "1"],
+        )
+    )
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["winner_id"] == "c002"
+    windows = _invoke(
+        [
+            "query",
+            "--store",
+            str(tmp_path / "s.duckdb"),
+            "--format",
+            "csv",
+            "SELECT DISTINCT window_id FROM samples WHERE phase = 'round' ORDER BY 1",
+        ]
+    )
+    assert windows.stdout.split() == ["window_id", "c001", "c001.remeasure", "c002"]
+    assert (
+        "c002 PROMOTED" in r.stderr
+        and "held in a second window" not in r.stderr.split("c002 PROMOTED")[1].splitlines()[0]
+    )
+    assert re.search(
+        r"decided on its first window: its CI lower bound [\d.]+ lies \d+% above the incumbent "
+        r"c001's 1\.25\d*x \(at least 10%\)",
+        r.stderr,
+    ), r.stderr
