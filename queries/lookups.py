@@ -16,7 +16,7 @@ import pyarrow as pa
 from pydantic import TypeAdapter
 
 import queries
-from queries.models import Exclusion, MeasuredCandidate, MeasuredMatch, NearestConfig
+from queries.models import Exclusion, Figure, MeasuredCandidate, MeasuredMatch, NearestConfig
 from queries.replica import replica_of
 from tlxstore.store import Store
 
@@ -154,6 +154,20 @@ def prompt_context(
     )
     measured, excluded, best = tables
     return _measured(measured), _exclusions(excluded), _measured(best)
+
+
+def revalidations(store: Store, measurement_key: str) -> dict[tuple[str, str], list[Figure]]:
+    """Every final revalidation under this measurement identity, by (run, candidate), oldest
+    first (reports/measured_revalidations.sql). A run revalidates once its search is over, so
+    the loop reads this once a run, for the runs before it."""
+    (rows,) = queries.report(
+        store, ["measured_revalidations"], {"measurement_key": measurement_key}
+    ).values()
+    out: dict[tuple[str, str], list[Figure]] = {}
+    for row in rows:
+        figure = Figure(speedup=row["speedup"], ci_low=row["ci_low"], ci_high=row["ci_high"])
+        out.setdefault((row["run_id"], row["candidate_id"]), []).append(figure)
+    return out
 
 
 def nearest_configs(store: Store, run_id: str, limit: int = 10) -> list[NearestConfig] | None:

@@ -15,6 +15,14 @@ class _Row(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
+class Figure(_Row):
+    """One more measurement of a candidate's speedup: a final revalidation of it."""
+
+    speedup: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+
 class MeasuredCandidate(_Row):
     """A candidate measured (or failed) under this run's measurement identity, in any run."""
 
@@ -28,6 +36,9 @@ class MeasuredCandidate(_Row):
     ci_high: float | None = None
     reason: str = ""
     hypothesis: str = ""
+    # its final revalidations (FinalistRevalidated), oldest first: measurements of the same source
+    # that the views pool with the decision (source_estimates), and so does a provider
+    revalidations: list[Figure] = []
 
 
 class Exclusion(_Row):

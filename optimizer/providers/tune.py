@@ -290,9 +290,7 @@ class TuneProvider:
         if not space.autotune_choices:
             return ctx.parent_source, space
         measured = {m.source_hash: m for m in ctx.measured}
-        pooled = pool_by(
-            (m.source_hash, x) for m in ctx.measured if (x := _measurement(m)) is not None
-        )
+        pooled = pool_by((m.source_hash, x) for m in ctx.measured for x in _measurements(m))
         best: tuple[float, str] | None = None
         for choice in space.autotune_choices:
             for i, config in enumerate(choice.configs):
@@ -978,12 +976,20 @@ def _measurement(m: MeasuredCandidate) -> Measurement | None:
     return Measurement(m.speedup, m.ci_low, m.ci_high)
 
 
+def _measurements(m: MeasuredCandidate) -> list[Measurement]:
+    """Every measurement of the entry's source that the views pool for it (source_estimates):
+    its decision's and its final revalidations'."""
+    decided = _measurement(m)
+    again = [Measurement(f.speedup, f.ci_low, f.ci_high) for f in m.revalidations]
+    return ([] if decided is None else [decided]) + again
+
+
 def _point(seen: list[tuple[int, MeasuredCandidate, Config]], unit: _Point | None) -> _Point:
     """One configuration's point from its decided entries (oldest first): the pooled estimate of
     its measurements, or a failure when none measured a speedup. The baseline's configuration
     (`unit`) stays the unit of every speedup unless it was measured as a candidate too."""
     order, first, config = seen[0]
-    ms = [(0, x) for _, m, _ in seen if (x := _measurement(m)) is not None]
+    ms = [(0, x) for _, m, _ in seen for x in _measurements(m)]
     estimate = pool_by(ms).get(0)
     if estimate is None and unit is not None:
         return unit

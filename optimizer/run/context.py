@@ -10,13 +10,13 @@ nearest history of the kernel (configurations other runs promoted under other id
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from optimizer.bundle.loading import Bundle
 from optimizer.decision import kernel, stats
 from optimizer.providers.base import CaseResult, Exclusion, MeasuredCandidate, ProviderContext
 from queries import lookups
-from queries.models import NearestConfig
+from queries.models import Figure, NearestConfig
 from tlxstore.events import BASELINE_ID, DeviceInfo, Outcome, Phase
 from tlxstore.fold import CandidateState, RunState
 from tlxstore.store import Store
@@ -105,6 +105,8 @@ class SharedEvidence:
     exclusions: list[Exclusion]
     prior_best: list[MeasuredCandidate]
     nearest: list[NearestConfig] | None  # None: the store does not hold the run yet
+    # the final revalidations of the runs before this one, by (run, candidate): read once a run
+    revalidations: dict[tuple[str, str], list[Figure]] = field(default_factory=dict)
 
 
 def fetch_shared(
@@ -114,18 +116,39 @@ def fetch_shared(
     device_kind: str,
     run_id: str,
     nearest: list[NearestConfig] | None = None,
+    revalidations: dict[tuple[str, str], list[Figure]] | None = None,
 ) -> SharedEvidence:
     """The three context lookups at one generation of the store (lookups.prompt_context:
-    milliseconds on a large store); run off the loop's critical path. `nearest`: the nearest
-    history as read before (it is read once a run: lookups.nearest_configs), or None to read it."""
+    milliseconds on a large store); run off the loop's critical path. `nearest` and
+    `revalidations`: as read before (each is read once a run: lookups.nearest_configs,
+    lookups.revalidations), or None to read them. Each measured candidate carries its
+    revalidations, so a provider pools what the views pool (source_estimates)."""
     measured, exclusions, prior_best = lookups.prompt_context(
         store, measurement_key, bundle_digest, device_kind, run_id
     )
     if nearest is None:
         nearest = lookups.nearest_configs(store, run_id)
+    if revalidations is None:
+        revalidations = lookups.revalidations(store, measurement_key)
     return SharedEvidence(
-        measured=measured, exclusions=exclusions, prior_best=prior_best, nearest=nearest
+        measured=with_revalidations(measured, revalidations),
+        exclusions=exclusions,
+        prior_best=with_revalidations(prior_best, revalidations),
+        nearest=nearest,
+        revalidations=revalidations,
     )
+
+
+def with_revalidations(
+    measured: Sequence[MeasuredCandidate], revalidations: dict[tuple[str, str], list[Figure]]
+) -> list[MeasuredCandidate]:
+    """`measured`, each entry with the final revalidations of its candidate."""
+    return [
+        m.model_copy(update={"revalidations": found})
+        if (found := revalidations.get((m.run_id, m.candidate_id)))
+        else m
+        for m in measured
+    ]
 
 
 def build_context(

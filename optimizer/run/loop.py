@@ -60,7 +60,7 @@ from optimizer.run.devices import DevicePool
 from optimizer.run.folder import OutputFolder
 from optimizer.run.storelink import StoreLink
 from queries import lookups
-from queries.models import MeasuredMatch, NearestConfig
+from queries.models import Figure, MeasuredMatch, NearestConfig
 from tlxstore.disk import disk_full
 from tlxstore.errors import DiskFullError, RunInterruptedError
 from tlxstore.events import (
@@ -351,6 +351,7 @@ class RunLoop:
         self._exhausted_as = StoppingReason.SEARCH_EXHAUSTED
         self._link: StoreLink[SharedEvidence] | None = None
         self._nearest: list[NearestConfig] | None = None  # read with the first shared evidence
+        self._revalidations: dict[tuple[str, str], list[Figure]] | None = None  # likewise
 
     @property
     def link(self) -> StoreLink[SharedEvidence]:
@@ -369,8 +370,10 @@ class RunLoop:
             started.device.kind,
             run_id,
             self._nearest,
+            self._revalidations,
         )
         self._nearest = shared.nearest  # the nearest history is read once a run
+        self._revalidations = shared.revalidations  # as are the runs' revalidations before it
         return shared
 
     # -- events --

@@ -247,3 +247,39 @@ def test_the_view_pools_exactly_as_the_python_does(generated, shared_store):
         )
         if e.ci_low is not None:
             assert (g.ci_low, g.ci_high) == pytest.approx((e.ci_low, e.ci_high), rel=1e-9)
+
+
+def test_a_provider_pools_the_same_measurements_as_the_view(tmp_path):
+    """One derivation: the provider context's measured candidates carry their final
+    revalidations (lookups.revalidations, read once a run), and tune pools a source from them
+    exactly as source_estimates does; without them it quoted the decision alone ("1
+    measurement") where `history` pooled two."""
+    from optimizer.providers.tune import _measurements
+    from optimizer.run.context import fetch_shared
+
+    store = Store(tmp_path / "s.duckdb")
+    first, _ = _events(0, 0, [(0, Outcome.PROMOTED, 2.0, (0.05, 0.05), True, 2.2, (0.04, 0.04))])
+    second, _ = _events(
+        0,
+        0,
+        [
+            (0, Outcome.PROMOTED, 2.1, (0.05, 0.05), False, 1.0, None),
+            (1, Outcome.REJECTED, 0.8, (0.1, 0.1), False, 1.0, None),
+        ],
+    )
+    store.ingest(envelopes("r-first", first) + envelopes("r-second", second))
+    started = first[0]
+    shared = fetch_shared(store, KEYS[0], started.bundle_digest, started.device.kind, "r-third")
+    revalidated = [m for m in shared.measured if m.revalidations]
+    assert [
+        (m.run_id, m.candidate_id, [f.speedup for f in m.revalidations]) for m in revalidated
+    ] == [("r-first", "c001", [2.2])]
+    ours = pool_by((m.source_hash, x) for m in shared.measured for x in _measurements(m))
+    rows = queries.query(store, "SELECT * FROM source_estimates").to_pylist()
+    assert len(rows) == len(ours) == 2
+    for r in rows:
+        e = ours[r["source_hash"]]
+        assert e.measurements == r["measurements"]
+        assert e.speedup == pytest.approx(r["pooled_speedup"], rel=1e-9)
+        assert (e.ci_low, e.ci_high) == pytest.approx((r["ci_low"], r["ci_high"]), rel=1e-9)
+    assert ours[_source_hash(SOURCES[0])].measurements == 3  # two decisions, one revalidation
