@@ -7,10 +7,11 @@ Invariants:
 - Fails: the harness does not import or lacks build/verify/benchmark; no case is protected; the
   untouched kernel (candidate "baseline") does not build; a protected case fails verify; samples
   are not positive finite numbers; build() hands a second, different source the first one's
-  artifact in one child (a fixed module name); build() accepts a source with a syntax error; verify() accepts
-  a kernel whose functions and kernels were made to compute NaN in Python (which runs on any
-  target), whether or not it called them; verify() accepts a kernel whose `*.store` values are
-  perturbed when a kernel holding such a store was observed to launch during that verification.
+  artifact in one child (a fixed module name); build() accepts a source with a syntax error;
+  verify() accepts a kernel whose functions and kernels were made to compute NaN in Python
+  (which runs on any target), whether or not it called them; verify() accepts a kernel whose
+  `*.store` values are perturbed when a kernel holding such a store was observed to launch
+  during that verification.
 - Warns: the harness's profile attributes time to no kernel (or raises); samples are constant
   (synthetic timing) or noisier than --max-cv; verify() accepts the perturbed stores but no
   kernel holding one launched (a host path: that code does not run on this target); a probe
