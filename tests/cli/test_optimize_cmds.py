@@ -58,18 +58,27 @@ def _args(
     ]
 
 
+def _scripted_args(
+    tmp: Path, rounds: int, cases: list = VECADD_CASES, kernel: Path | None = None
+) -> list[str]:
+    """_args for a run of the scripted provider, one candidate a round, on the sleep bundle:
+    samples fixed by BLOCK_SIZE, so its decisions hold however busy the machine is."""
+    bundle = sleep_bundle(tmp / "bundle", sleep_s=0, cases=cases)
+    scripted = [
+        "--provider",
+        "scripted",
+        "--max-rounds",
+        str(rounds),
+        "--candidates-per-round",
+        "1",
+    ]
+    return _args(tmp, bundle=bundle, kernel=kernel, extra=scripted)
+
+
 @pytest.mark.slow
 def test_optimize_prints_the_result_and_show_report_replay_read_it_back(tmp_path, scripted):
     scripted.append(set_block(256))
-    # samples fixed by BLOCK_SIZE: c001 wins however busy the machine is
-    bundle = sleep_bundle(tmp_path / "bundle", sleep_s=0, cases=VECADD_CASES)
-    r = _invoke(
-        _args(
-            tmp_path,
-            bundle=bundle,
-            extra=["--provider", "scripted", "--max-rounds", "1", "--candidates-per-round", "1"],
-        )
-    )
+    r = _invoke(_scripted_args(tmp_path, rounds=1))
     assert r.exit_code == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["winner_id"] == "c001" and out["success"] and out["stopping_reason"] == "max_rounds"
@@ -607,19 +616,14 @@ def test_the_revalidated_winner_is_committed_to_the_kernels_git_repository(
     repo = tmp_path / "repo"
     kernel = kernel_in_git(repo, monkeypatch)
     scripted.append(set_block(256))
-    # samples fixed by BLOCK_SIZE: c001 wins however busy the machine is (timed, a full run on
-    # 2 cores beside other tests once read it as no winner)
-    bundle = sleep_bundle(tmp_path / "bundle", sleep_s=0, cases=VECADD_CASES)
-    args = [a for a in _args(tmp_path, bundle=bundle, kernel=kernel) if a != "--no-commit-winner"]
+    # the sleep bundle: on the timed vecadd bundle a full run on 2 cores beside other tests once
+    # read BLOCK 256 as no winner
+    args = [
+        a for a in _scripted_args(tmp_path, rounds=1, kernel=kernel) if a != "--no-commit-winner"
+    ]
     r = _invoke(
         [
             *args,
-            "--provider",
-            "scripted",
-            "--max-rounds",
-            "1",
-            "--candidates-per-round",
-            "1",
             "--commit-message",
             "vecadd: wider blocks",
         ]
@@ -833,14 +837,7 @@ def test_a_clear_win_after_the_first_promotion_is_decided_on_its_first_window(tm
     that carries them: decided on its first window, the decision and the live log saying why,
     and no remeasure window measured for it."""
     scripted.extend([set_block(128), set_block(512)])
-    bundle = sleep_bundle(tmp_path / "bundle", sleep_s=0, cases=VECADD_CASES[:1])
-    r = _invoke(
-        _args(
-            tmp_path,
-            bundle=bundle,
-            extra=["--provider", "scripted", "--max-rounds", "2", "--candidates-per-round", "1"],
-        )
-    )
+    r = _invoke(_scripted_args(tmp_path, rounds=2, cases=VECADD_CASES[:1]))
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["winner_id"] == "c002"
     windows = _invoke(
