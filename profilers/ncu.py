@@ -31,6 +31,9 @@ from pydantic import BaseModel, ConfigDict
 from profilers.metrics import Metric, MetricSource, ProfileSummary, canonical_unit, shares
 
 DURATION = "gpu__time_duration.sum"
+# the run's baseline kernel profiled right after a candidate's, in the candidate's own ncu process
+# (optimizer.evaluation.ncu_child: BaselineKernel); the ncu veto compares the two
+REFERENCE_DURATION = "reference_" + DURATION
 DEFAULT_METRICS: tuple[str, ...] = (
     DURATION,
     "dram__bytes_read.sum",

@@ -6,8 +6,10 @@
   nothing for a candidate that is not correct.
 - `ncu_veto`: a candidate whose main kernel's ncu duration is more than NCU_VETO over the
   baseline's on any case is not promoted, however fast its benchmark: the benchmark may time
-  wrapper work, caching or extra launches, ncu times the kernel alone. (The TLX agent lifts the
-  veto when the benchmark itself ran under the profiler; tlxdb never benchmarks under ncu.)
+  wrapper work, caching or extra launches, ncu times the kernel alone. The baseline's duration is
+  the one profiled in the candidate's own ncu process right after it (REFERENCE_DURATION), else
+  the baseline's own profile (another process, minutes earlier). (The TLX agent lifts the veto
+  when the benchmark itself ran under the profiler; tlxdb never benchmarks under ncu.)
 - `assess`: the roofline of each case (time from ncu, else Proton, else the benchmark median;
   bytes from ncu's DRAM counters, else the harness's bytes_moved; flops from the harness, else
   ncu's fp32 instruction counts) and the disagreement check between the three clocks.
@@ -22,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 
 from optimizer.decision import stats
 from profilers.hardware import Resource, lookup_device
-from profilers.ncu import DURATION
+from profilers.ncu import DURATION, REFERENCE_DURATION
 from profilers.roofline import roofline
 from tlxstore.events import BASELINE_ID, ProfileCollected, RooflineAssessed, Thresholds
 from tlxstore.fold import CandidateState, RunState
@@ -253,15 +255,17 @@ def ncu_veto(state: RunState, cid: str, cases: Collection[str]) -> list[str]:
         return []
     problems = []
     for case_id in cases:
-        b, c = ncu_time_us(base, case_id), ncu_time_us(cand, case_id)
+        c, beside = ncu_time_us(cand, case_id), _metric(cand, case_id, "ncu", REFERENCE_DURATION)
+        b = beside if beside is not None else ncu_time_us(base, case_id)
         if b is None or c is None or b <= 0:
             continue
         over = c / b - 1.0
         if over > NCU_VETO:
+            where = "profiled after it in its process" if beside is not None else "own profile"
             problems.append(
                 f"ncu veto: case {case_id} main kernel {_ncu_kernel(cand, case_id)} ran "
                 f"{c:.4g} us under ncu, {over:+.1%} against the baseline's {b:.4g} us "
-                f"(max {NCU_VETO:+.0%})"
+                f"({where}; max {NCU_VETO:+.0%})"
             )
     return problems
 

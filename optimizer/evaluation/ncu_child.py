@@ -21,6 +21,14 @@ Invariants:
   recorded as null with a diagnostic; the run that met it is repeated once without it.
 - Every profiled case becomes one ProfileCollected event with source "ncu"; the wall time the
   profile cost (PROFILING_WALL) is in it, never in a benchmark sample.
+- Once the baseline is profiled it is the run's reference (`BaselineKernel`): every later child
+  builds the baseline's source too, warms it, and profiles one launch of the baseline's main
+  kernel right after the candidate's on each case, in the same process. Its duration travels on
+  the candidate's event as ncu.REFERENCE_DURATION, so the ncu veto compares two launches made
+  milliseconds apart under one process's clocks and buffers, not two profiles made in different
+  processes minutes apart (on the H200 the 11 us case of the elementwise A/A runs of 2026-12-04/05
+  moved by up to 4.3% between processes of one run, the 125 us case by up to 1.5%).
+  A reference that fails to build or launch leaves the candidate's own profile as it was.
 """
 
 from __future__ import annotations
@@ -51,6 +59,14 @@ SETTLE_TIMEOUT_S = 300.0  # a prestarted child that has not loaded and built by 
 METRICS = {Level.SUMMARY: ncu.SUMMARY_METRICS, Level.DEEP: ncu.DEEP_METRICS}
 
 
+@dataclass(frozen=True)
+class BaselineKernel:
+    """The run's baseline as each ncu child profiles it beside a candidate."""
+
+    source: str
+    kernel: str  # its main kernel
+
+
 @dataclass
 class NcuResult:
     """What one candidate's ncu child gave: an event per case, and what stopped it, if anything."""
@@ -66,15 +82,25 @@ class _Child:
     """One harness child under ncu: started, loading the harness, waiting for its candidate."""
 
     def __init__(
-        self, ev: Evaluator, ncu_path: str, kernel: str, level: Level, metrics: list[str]
+        self,
+        ev: Evaluator,
+        ncu_path: str,
+        kernel: str,
+        level: Level,
+        metrics: list[str],
+        reference: BaselineKernel | None = None,
     ) -> None:
         self.ev, self.kernel, self.level, self.metrics = ev, kernel, level, metrics
+        self.reference = reference
         self.logdir = Path(tempfile.mkdtemp(prefix="tlxdb-ncu-"))
         self.log = self.logdir / "ncu.csv"
+        names = dict.fromkeys([kernel, *([reference.kernel] if reference else [])])
         wrapper = ncu.prefix(
             self.log,
             metrics,
-            kernel_regex=f"^{re.escape(kernel)}$",
+            kernel_regex="^(" + "|".join(map(re.escape, names)) + ")$"
+            if len(names) > 1
+            else f"^{re.escape(kernel)}$",
             ncu=ncu_path,
             profile_from_start=False,
         )
@@ -91,6 +117,9 @@ class _Child:
         self.failed = ""  # why the child cannot profile, once known
         self.built: str | None = None  # the source the child has built
         self.warmed: set[str] = set()  # cases verified once since the build (warm-up launch)
+        self.paired = False  # whether the reference is built beside the candidate
+        self.ref_warmed: set[str] = set()  # the same for the reference
+        self.ref_failed = ""  # why the reference cannot be profiled beside the candidate
         self.waited_ms = 0.0  # how long the loop waited for it before the benchmark
 
     def release(self) -> None:
@@ -109,17 +138,29 @@ class _Child:
         )
         self.pending.append("build")
         self.built = source
-        self.warmed = set()
+        self.warmed, self.ref_warmed = set(), set()
+        self._verify_all("A", "verify")
+        ref = self.reference
+        self.paired = ref is not None and ref.source != source and not self.ref_failed
+        if self.paired:
+            assert ref is not None
+            self.session.send(
+                {"op": "build", "key": "B", "source": ref.source, "target": self.ev.bundle.target}
+            )
+            self.pending.append("build_ref")
+            self._verify_all("B", "verify_ref")
+
+    def _verify_all(self, key: str, label: str) -> None:
         for case in self.ev.bundle.cases:
             self.session.send(
                 {
                     "op": "verify",
-                    "key": "A",
+                    "key": key,
                     "case": case.model_dump(mode="json"),
                     "seed": self.ev._seed(),
                 }
             )
-            self.pending.append(f"verify:{case.case_id}")
+            self.pending.append(f"{label}:{case.case_id}")
 
     def settle(self, timeout_s: float) -> None:
         """Read every reply asked for; raises ChildGone when the child died or hung."""
@@ -132,6 +173,15 @@ class _Child:
                 if what.startswith("verify:"):
                     if reply.get("ok"):  # passed or not: the kernel has launched once
                         self.warmed.add(what.split(":", 1)[1])
+                elif what.startswith("verify_ref:"):
+                    if reply.get("ok"):
+                        self.ref_warmed.add(what.split(":", 1)[1])
+                elif what == "build_ref":
+                    if not reply.get("ok") or not reply.get("success"):
+                        self.paired = False
+                        self.ref_failed = "the baseline's build failed in this child: " + tail(
+                            str(reply.get("diagnostics") or reply.get("error")), 300
+                        )
                 elif what == "build" and (not reply.get("ok") or not reply.get("success")):
                     self.built = None
                     self.failed = "the build failed: " + tail(
@@ -150,15 +200,18 @@ class _Child:
         self.session.close()
         shutil.rmtree(self.logdir, ignore_errors=True)
 
-    def _range(self, case: CaseSpec) -> dict[str, Any]:
-        """One case's ncu range: one launch profiled, after a warm-up launch of the kernel."""
-        skip = 0 if case.case_id in self.warmed else WARMUP_LAUNCHES
+    def _range(self, case: CaseSpec, reference: bool = False) -> dict[str, Any]:
+        """One case's ncu range: one launch profiled, after a warm-up launch of the kernel (the
+        candidate's, or with `reference` the baseline's)."""
+        warmed = self.ref_warmed if reference else self.warmed
+        skip = 0 if case.case_id in warmed else WARMUP_LAUNCHES
+        assert not reference or self.reference is not None
         reply = self.session.call(
             {
                 "op": "ncu_range",
-                "key": "A",
+                "key": "B" if reference else "A",
                 "case": case.model_dump(mode="json"),
-                "kernel": self.kernel,
+                "kernel": self.reference.kernel if reference and self.reference else self.kernel,
                 "skip": skip,
                 "mode": "verify",  # one launch a call
                 "calls": skip + 1,
@@ -178,7 +231,7 @@ class _Child:
         s = self.session
         s.deadline = t0 + timeout_s
         out = NcuResult(settle_ms=self.waited_ms)
-        ranges: list[tuple[CaseSpec, dict[str, Any]]] = []
+        ranges: list[tuple[CaseSpec, dict[str, Any], dict[str, Any] | None]] = []
         try:
             if self.built != source:
                 self.begin(source)
@@ -188,7 +241,10 @@ class _Child:
                 out.diagnostics.append(f"ncu child: {self.failed}")
                 return out
             for case in cases:
-                ranges.append((case, self._range(case)))
+                mine = self._range(case)
+                ranges.append(
+                    (case, mine, self._range(case, reference=True) if self.paired else None)
+                )
         except ChildGone as g:
             out.diagnostics.append(f"ncu child: {g.kind.value}: {tail(g.detail, 300)}")
         finally:
@@ -205,8 +261,10 @@ class _Child:
         shutil.rmtree(self.logdir, ignore_errors=True)
         report = ncu.parse_csv(text) if text else ncu.NcuReport(diagnostics=["ncu: no log"])
         launches = iter(report.launches)
-        for case, reply in ranges:
-            out.events.append(self._event(cid, case, reply, launches, report, artifacts, out))
+        for case, reply, ref_reply in ranges:
+            out.events.append(
+                self._event(cid, case, reply, ref_reply, launches, report, artifacts, out)
+            )
         return out
 
     def _event(
@@ -214,6 +272,7 @@ class _Child:
         cid: str,
         case: CaseSpec,
         reply: dict[str, Any],
+        ref_reply: dict[str, Any] | None,
         launches: Any,
         report: ncu.NcuReport,
         artifacts: list[str],
@@ -222,6 +281,11 @@ class _Child:
         head = f"ncu {self.level.value} set: launch {reply.get('launch')} of {self.kernel}"
         diagnostics = [head, *out.diagnostics]
         launch = next(launches, None) if reply.get("ok") and reply.get("profiled") else None
+        ref_launch = None
+        if ref_reply is not None and ref_reply.get("ok") and ref_reply.get("profiled"):
+            ref_launch = next(launches, None)
+        if self.reference is not None and self.reference.source != self.built:
+            diagnostics.append(self._reference_line(ref_reply, ref_launch))
         if not reply.get("ok"):
             diagnostics.append(f"ncu child: {reply.get('error')}")
         elif not reply.get("profiled"):
@@ -240,6 +304,13 @@ class _Child:
             ProfileMetric(name=PROFILING_WALL, value=reply.get("wall_ms"), unit="ms", source=SOURCE)
         )
         metrics.append(ProfileMetric(name=CHILD_WALL, value=out.wall_ms, unit="ms", source=SOURCE))
+        if ref_launch is not None and launch is not None:
+            ref = ncu.NcuReport(launches=[ref_launch]).summary([ncu.DURATION]).metrics[0]
+            metrics.append(
+                ProfileMetric(
+                    name=ncu.REFERENCE_DURATION, value=ref.value, unit=ref.unit, source=SOURCE
+                )
+            )
         return ProfileCollected(
             candidate_id=cid,
             case_id=case.case_id,
@@ -248,6 +319,19 @@ class _Child:
             diagnostics="\n".join(diagnostics),
             artifacts=artifacts,
         )
+
+    def _reference_line(self, reply: dict[str, Any] | None, launch: Any) -> str:
+        """How the baseline's kernel fared beside the candidate in this child."""
+        assert self.reference is not None
+        if launch is not None:
+            return f"baseline's {self.reference.kernel} profiled right after it in this process"
+        if reply is None:
+            why = self.ref_failed or "the child ended first"
+        elif not reply.get("ok"):
+            why = str(reply.get("error"))
+        else:
+            why = str(reply.get("reason") or "ncu reported no launch for it")
+        return f"baseline's {self.reference.kernel} not profiled in this process: {why}"
 
 
 class NcuProfiler:
@@ -261,6 +345,7 @@ class NcuProfiler:
         self.ncu_path = shutil.which(ncu_command)
         self.unsupported: list[str] = []
         self.kernel: str | None = None  # the main kernel last profiled: the next child's filter
+        self.reference: BaselineKernel | None = None  # the baseline, once profiled (module doc)
         self._current: _Child | None = None
         self._next: _Child | None = None
 
@@ -278,22 +363,27 @@ class NcuProfiler:
 
     def _new(self, kernel: str, level: Level) -> _Child:
         assert self.ncu_path is not None
-        return _Child(self.ev, self.ncu_path, kernel, level, self._metrics(level))
+        return _Child(self.ev, self.ncu_path, kernel, level, self._metrics(level), self.reference)
 
     def _child(self, kernel: str, level: Level, source: str) -> _Child:
         """The child begun with this candidate if it fits; else the prestarted one if it fits
         (a parallel run begins none), else a fresh one. Released: no other range runs now."""
         child, self._current = self._current, None
-        if child is not None and (child.kernel, child.level, child.built) == (
+        if child is not None and (child.kernel, child.level, child.built, child.reference) == (
             kernel,
             level,
             source,
+            self.reference,
         ):
             return child
         if child is not None:
             child.discard()
         nxt = self._next
-        if nxt is not None and (nxt.kernel, nxt.level) == (kernel, level) and nxt.alive():
+        if (
+            nxt is not None
+            and (nxt.kernel, nxt.level, nxt.reference) == (kernel, level, self.reference)
+            and nxt.alive()
+        ):
             child, self._next = nxt, None
         else:
             child = self._new(kernel, level)
@@ -351,8 +441,13 @@ class NcuProfiler:
         level: Level,
         timeout_s: float,
         keep_dir: Path | None = None,
+        baseline: bool = False,
     ) -> NcuResult:
+        """Profile one candidate's cases. The baseline's profile (`baseline`) makes it the
+        reference every later child profiles beside its candidate."""
         self.kernel = kernel
+        if baseline:
+            self.reference = BaselineKernel(source=source, kernel=kernel)
         child = self._child(kernel, level, source)
         self.prestart()  # a cold profile (the baseline's) takes seconds: the next child loads meanwhile
         result = child.profile(cid, source, cases, timeout_s, keep_dir)

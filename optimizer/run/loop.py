@@ -787,6 +787,10 @@ class RunLoop:
         else:
             measured = c.samples_by_case()
             cases = [case for case in self.s.evaluator.bundle.cases if measured.get(case.case_id)]
+            base = self.state.candidates.get(BASELINE_ID)
+            if ncu.reference is None and base is not None and (ref := kernel.main_kernel(base)):
+                # a resumed run: the baseline was profiled before it
+                ncu.reference = ncu_child.BaselineKernel(self._source(BASELINE_ID), ref)
             result = ncu.profile(
                 cid,
                 self._source(cid),
@@ -795,6 +799,7 @@ class RunLoop:
                 level,
                 timeout_s=self.s.thresholds.max_candidate_seconds,
                 keep_dir=self.s.output.artifacts_dir(cid),
+                baseline=cid == BASELINE_ID,
             )
             self.append(
                 *result.events,

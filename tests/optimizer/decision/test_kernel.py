@@ -181,3 +181,42 @@ def test_the_prompt_evidence_of_a_candidate_holds_its_kernel_numbers_and_deltas_
     assert small.bandwidth_fraction_delta is not None and small.bandwidth_fraction_delta > 0
     assert large.bandwidth_fraction_delta is None  # c001 has no roofline for that case
     assert abs(small.deep["launch__registers_per_thread"] - 26.0) < 1e-9  # the recorded add
+
+
+def with_reference(events: list[Event], cid: str, reference_us: float) -> list[Event]:
+    """The candidate's ncu events carrying the baseline's duration profiled beside it."""
+    return [
+        e.model_copy(
+            update={
+                "metrics": [
+                    *e.metrics,
+                    ProfileMetric(
+                        name=ncu.REFERENCE_DURATION, value=reference_us, unit="us", source="ncu"
+                    ),
+                ]
+            }
+        )
+        if isinstance(e, ProfileCollected) and e.candidate_id == cid
+        else e
+        for e in events
+    ]
+
+
+def test_the_veto_compares_with_the_baseline_profiled_in_the_candidates_own_process():
+    # the candidate's kernel ran 4% over the baseline's own profile, made in another process;
+    # beside it, in its process, the baseline's kernel ran as long: a clock or buffer difference
+    # between processes, not a slower kernel (the H200 A/A runs: up to 4.3% on an 11 us kernel)
+    events = state_events(1.04)
+    own = kernel.ncu_time_us(fold_events(events).candidates["c001"], "small")
+    assert own is not None
+    assert policy.decide(fold_events(events), "c001", T, WEIGHTS).outcome == Outcome.REJECTED
+    d = policy.decide(fold_events(with_reference(events, "c001", own)), "c001", T, WEIGHTS)
+    assert d.outcome == Outcome.PROMOTED, d.reason
+    # and the other way: equal to the baseline's own profile, 5% over the kernel beside it
+    events = state_events(1.0)
+    own = kernel.ncu_time_us(fold_events(events).candidates["c001"], "small")
+    assert own is not None
+    d = policy.decide(fold_events(with_reference(events, "c001", own / 1.05)), "c001", T, WEIGHTS)
+    assert d.outcome == Outcome.REJECTED
+    assert "+5.0% against the baseline's" in d.reason
+    assert "(profiled after it in its process; max +1%)" in d.reason

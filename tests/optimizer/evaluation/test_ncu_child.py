@@ -68,7 +68,8 @@ HARNESS = textwrap.dedent(
 )
 
 # ncu as far as the child can tell: run the program, then write the CSV (one row per launch
-# profiled: the recorded H200 row, twice) or, for an unknown metric, the error ncu prints.
+# profiled: the recorded H200 row, four times, its duration scaled by the factors in ncu.scales
+# when that file exists) or, for an unknown metric, the error ncu prints.
 FAKE_NCU = """
 import subprocess, sys
 args = sys.argv[1:]
@@ -88,11 +89,21 @@ with open(os.path.join(os.path.dirname(sys.argv[0]), "ncu.starts"), "a") as f:
 if "bogus__metric.sum" in opts["--metrics"]:
     print("==ERROR== Failed to find metric bogus__metric.sum")
     sys.exit(1)
+import csv, io
 lines = open(sys.argv[0] + ".csv").read().splitlines()
 start = next(i for i, ln in enumerate(lines) if ln.startswith('"ID",'))
-row = lines[start + 2]
-second = '"1"' + row[row.index(","):]
-open(opts["--log-file"], "w").write("\\n".join([*lines[start:start + 3], second]) + "\\n")
+header, units, row = csv.reader(lines[start:start + 3])
+scales_file = os.path.join(os.path.dirname(sys.argv[0]), "ncu.scales")
+scales = open(scales_file).read().split() if os.path.exists(scales_file) else ["1"] * 4
+col = header.index("gpu__time_duration.sum")
+rows = []
+for i, factor in enumerate(scales):
+    launch = [str(i), *row[1:]]
+    launch[col] = str(float(row[col].replace(",", "")) * float(factor))
+    rows.append(launch)
+buf = io.StringIO()
+csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\\n").writerows([header, units, *rows])
+open(opts["--log-file"], "w").write(buf.getvalue())
 sys.exit(rc)
 """
 
@@ -216,3 +227,44 @@ def test_a_parallel_run_that_begins_no_child_is_profiled_by_the_prestarted_one(t
         assert e.diagnostics.startswith("ncu summary set: launch 2 of add_kernel")
     finally:
         p.close()
+
+
+def test_the_baseline_is_profiled_beside_each_later_candidate_in_the_candidates_process(tmp_path):
+    p = profiler(tmp_path)
+    cases = p.ev.bundle.cases
+    candidate = KERNEL + "\n# the candidate\n"
+    try:
+        base = p.profile("baseline", KERNEL, cases, "add_kernel", Level.DEEP, 120, baseline=True)
+        assert all(ncu.REFERENCE_DURATION not in {m.name for m in e.metrics} for e in base.events)
+        assert p.reference == ncu_child.BaselineKernel(source=KERNEL, kernel="add_kernel")
+        # the rows ncu writes, in launch order: case a's candidate, a's baseline, b's, b's
+        (tmp_path / "ncu.scales").write_text("1.0 1.03 0.9 0.9")
+        p.begin(candidate)
+        p.settle()
+        cur = p._current
+        assert cur is not None and cur.paired and cur.ref_warmed == {"a", "b"}
+        result = p.profile("c001", candidate, cases, "add_kernel", Level.SUMMARY, 120)
+    finally:
+        p.close()
+    durations = [
+        {m.name: m.value for m in e.metrics if m.name.endswith(ncu.DURATION)} for e in result.events
+    ]
+    assert [round(d[ncu.DURATION], 2) for d in durations] == [44.64, 40.18]
+    assert [round(d[ncu.REFERENCE_DURATION], 2) for d in durations] == [45.98, 40.18]
+    for e in result.events:
+        assert "baseline's add_kernel profiled right after it in this process" in e.diagnostics
+
+
+def test_a_baseline_that_cannot_be_built_beside_the_candidate_leaves_its_profile_alone(tmp_path):
+    p = profiler(tmp_path)
+    p.reference = ncu_child.BaselineKernel(source="raise RuntimeError('no')", kernel="add_kernel")
+    try:
+        result = p.profile("c001", KERNEL, p.ev.bundle.cases[:1], "add_kernel", Level.SUMMARY, 120)
+    finally:
+        p.close()
+    (e,) = result.events
+    names = {m.name: m.value for m in e.metrics}
+    assert abs(names[ncu.DURATION] - 44.64) < 0.01 and ncu.REFERENCE_DURATION not in names
+    assert "baseline's add_kernel not profiled in this process: the baseline's build failed" in (
+        e.diagnostics
+    )
