@@ -1,10 +1,8 @@
 -- Every final revalidation (FinalistRevalidated) of a candidate under one measurement identity,
--- in any run, oldest first: each is a measurement of the candidate's source that
--- source_estimates pools with its decision, and the provider context carries it beside the
--- decision (queries.lookups.revalidations) so that a provider pools the same measurements.
-SELECT v.run_id, v.candidate_id, v.speedup, v.ci_low, v.ci_high
-FROM run_identity i
-JOIN proj_revalidations v ON v.run_id = i.run_id
-WHERE i.measurement_key = $measurement_key AND v.candidate_id IS NOT NULL
-    AND v.speedup > 0 AND isfinite(v.speedup)
-ORDER BY v.recorded_at, v.run_id, v.seq
+-- in any run, oldest first: the revalidation rows of source_measurements, which source_estimates
+-- pools with the decisions; the provider context carries them beside each decision
+-- (queries.lookups.revalidations) so that a provider pools the same measurements.
+SELECT run_id, candidate_id, speedup, ci_low, ci_high
+FROM source_measurements
+WHERE kind = 'revalidation' AND measurement_key = $measurement_key
+ORDER BY measured_at, run_id, event_seq

@@ -210,6 +210,7 @@ def test_a_column_alias_comment_or_string_named_like_a_view_defines_no_view():
         "runs",
         "run_identity",
         "source_estimates",
+        "source_measurements",
     }
 
 
