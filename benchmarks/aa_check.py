@@ -65,13 +65,14 @@ from figures import save_png  # noqa: E402
 from hopper_sweep import environment  # noqa: E402
 
 from optimizer.bundle.loading import BUDGET, CASES, locate  # noqa: E402
-from optimizer.decision import policy, stats  # noqa: E402
+from optimizer.decision import kernel, policy, stats  # noqa: E402
 from optimizer.evaluation import window  # noqa: E402
 from optimizer.providers import registry  # noqa: E402
 from optimizer.providers.base import Proposal, ProviderContext, Recorder  # noqa: E402
 from optimizer.providers.knobs import apply_knobs, find_knobs, pin_autotune  # noqa: E402
 from optimizer.reporting import live  # noqa: E402
 from optimizer.run import lifecycle  # noqa: E402
+from profilers import ncu  # noqa: E402
 from tlxstore.events import (  # noqa: E402
     BASELINE_ID,
     DEFAULT_THRESHOLDS,
@@ -227,6 +228,32 @@ def _instances(state: RunState, cid: str) -> list[dict[str, Any]]:
     return out
 
 
+def _ncu(state: RunState, cid: str, case_id: str) -> dict[str, Any]:
+    """The ncu veto's evidence on one case: the candidate's main-kernel duration, the baseline's
+    in its own profile (another process) and the baseline's profiled right after the candidate
+    in the candidate's process, with the candidate's ratio to each (None where unknown)."""
+    cand, base = state.candidates[cid], state.candidates.get(BASELINE_ID)
+    c = kernel.ncu_time_us(cand, case_id)
+    own = None if base is None else kernel.ncu_time_us(base, case_id)
+    beside = next(
+        (
+            m.value
+            for p in reversed(cand.profiles)
+            if p.case_id == case_id
+            for m in p.metrics
+            if m.name == ncu.REFERENCE_DURATION and m.value
+        ),
+        None,
+    )
+    return {
+        "ncu_us": c,
+        "ncu_baseline_own_us": own,
+        "ncu_baseline_beside_us": beside,
+        "ncu_ratio_own": c / own if c and own else None,
+        "ncu_ratio_beside": c / beside if c and beside else None,
+    }
+
+
 def decisions(state: RunState, envelopes: list[Envelope]) -> list[dict[str, Any]]:
     """Every candidate's decision, in order, with what it rests on."""
     proposed_at = {
@@ -265,6 +292,7 @@ def decisions(state: RunState, envelopes: list[Envelope]) -> list[dict[str, Any]
                         "baseline_samples": c.baseline_samples,
                         "candidate_samples": c.candidate_samples,
                         **_blocks(state, d.candidate_id, c.case_id),
+                        **_ncu(state, d.candidate_id, c.case_id),
                     }
                     for c in d.cases
                 ],
@@ -296,6 +324,8 @@ def verdict(
             if any(max(c["candidate_cv"], c["baseline_cv"] or 0.0) > max_cv for c in d["cases"])
         ),
         "cases_with_extra_blocks": sum(1 for d in made for c in d["cases"] if c["extra_blocks"]),
+        # the ncu veto on unchanged kernels: a veto here is ncu's noise, never a slower kernel
+        "ncu_vetoes": sum(1 for d in made if "ncu veto" in (d["reason"] or "")),
     }
     failed = []
     if promoted:
@@ -497,7 +527,8 @@ def main(argv: list[str] | None = None) -> int:
         f"aa_check {args.label}: {counts['decisions_with_interval']} decisions, "
         f"{counts['promoted']} promoted, {counts['intervals_excluding_1']} of the 99% intervals "
         f"exclude 1.0 (at most {max_excluding}), {counts['noisy_decisions']} with a case noisier "
-        f"than max_cv; {summary['seconds']} s, {summary['timings']}; stop {result.stopping_reason}"
+        f"than max_cv, {counts['ncu_vetoes']} ncu veto(es); {summary['seconds']} s, "
+        f"{summary['timings']}; stop {result.stopping_reason}"
     )
     for reason in failed:
         print(f"aa_check: bound failed: {reason}")

@@ -40,6 +40,8 @@ def test_aa_check_always_gives_a_second_window_and_reports_instances_in_build_or
     assert {i["member"] for i in instances} == {decision["candidate_id"], "baseline"}
     assert all(i["median_us"]["16^3"] > 0 for i in instances)
     assert "over 3 pairs of instances" in " ".join(decision["notes"])
+    # the ncu veto's evidence per case: none on the interpreter (no ncu), and no veto
+    assert decision["cases"][0]["ncu_ratio_beside"] is None and summary["counts"]["ncu_vetoes"] == 0
     assert (out / "export" / "manifest.json").is_file()
 
 
