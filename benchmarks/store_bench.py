@@ -17,7 +17,8 @@ Measures, each with the real library calls:
   another Store ingested a candidate (the replica's refresh included); the replica's build
   time (the first lookup of a process) and memory; the nearest history of one run
   (lookups.nearest_configs, read once a run: every generated run has the same kernel, so each
-  of the others is a run it may draw from), the median of several calls;
+  of the others is a run it may draw from), the median of several calls; the final
+  revalidations of one measurement identity (lookups.revalidations, read once a run);
 - the time to replay a 1,000-candidate run: fold(store.run_envelopes(run)) on the big store.
 
 Usage: python benchmarks/store_bench.py [--scale 1.0] [--workdir DIR] [--out benchmarks/results]
@@ -317,6 +318,22 @@ def bench_nearest(store: Store, run_id: str, calls: int = 5) -> dict[str, float]
     }
 
 
+def bench_revalidations(store: Store, keys: int, calls: int = 20) -> dict[str, float]:
+    """The final revalidations of one measurement identity, as the loop reads them once a run
+    (lookups.revalidations over the view source_measurements), for `calls` keys in turn."""
+    import hashlib
+
+    lat, found = [], 0
+    for i in range(calls):
+        key = "sha256:" + hashlib.sha256(f"key{i % keys}".encode()).hexdigest()
+        t0 = time.perf_counter()
+        rows = lookups.revalidations(store, key)
+        lat.append((time.perf_counter() - t0) * 1000)
+        found += sum(len(v) for v in rows.values())
+    assert found, "the generated runs that promoted were revalidated"
+    return {"p50_ms": p50(lat), "max_ms": max(lat), "calls": calls, "rows_per_call": found / calls}
+
+
 def bench_lookups_after_write(
     store: Store, writer: Store, keys: int, calls: int = 30
 ) -> dict[str, float]:
@@ -434,6 +451,7 @@ def main() -> None:
     res["lookups"] = bench_lookups(big, runs, cands, keys)
     res["lookups_after_write"] = bench_lookups_after_write(big, Store(big_path), keys)
     res["nearest"] = {**bench_nearest(big, f"rb{runs // 2:07d}"), "runs": runs}
+    res["revalidations"] = bench_revalidations(big, keys)
     res["rss_after_lookups_bytes"] = _rss_bytes()
     res["replica_bytes"] = replica_of(big).nbytes()
     res["replay"] = bench_replay(big)
@@ -570,6 +588,12 @@ def render(res: dict) -> str:
             f"{res['nearest']['calls']} (the first call; the slowest; CPU time, p50)",
             f"{res['nearest']['p50_ms']:.0f} ms ({res['nearest']['first_ms']:.0f} ms; "
             f"{res['nearest']['max_ms']:.0f} ms; {res['nearest']['cpu_p50_ms']:.0f} ms)",
+        ),
+        (
+            "final revalidations of one measurement identity (lookups.revalidations, read once "
+            "a run), p50 (the slowest; rows a call)",
+            f"{res['revalidations']['p50_ms']:.1f} ms ({res['revalidations']['max_ms']:.1f} ms; "
+            f"{res['revalidations']['rows_per_call']:.0f})",
         ),
         (
             "first lookup of a process (builds the replica from the store)",

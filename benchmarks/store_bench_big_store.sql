@@ -2,7 +2,8 @@
 -- getvariable('cands') candidates, 2 cases x 5 samples each, getvariable('keys') measurement keys
 -- (run r uses key r % keys, so one key spans runs/keys runs). Every candidate has 6 events:
 -- SourceStored, CandidateProposed, BenchmarkSampled x2, DecisionMade, and ExclusionRecorded
--- (rejected/failed) or CaseVerified (promoted). Payloads are valid events (RunStarted v3, with its
+-- (rejected/failed) or CaseVerified (promoted); a run that promoted ends with a FinalistRevalidated
+-- of its first promoted candidate. Payloads are valid events (RunStarted v3, with its
 -- bundle's case parameters, which nearest_runs compares; the rest v1), so the
 -- generated runs fold like real ones; the projection tables are filled as ingest fills them
 -- (tlx_key comes from tlxstore/sql/macros.sql, run first). Event ids are shaped as new_event_id makes
@@ -96,6 +97,29 @@ SELECT gen_id(ts, run_id || '/' || (seq0 + 5)), run_id, seq0 + 5, ts,
 FROM gen
 );
 
+-- the final revalidation of every run that promoted: its first promoted candidate, revalidated at
+-- 0.99 of its decided speedup, one event after its candidates' (a FinalistRevalidated v2, with its
+-- projection row as ingest writes it): what the loop's once-a-run revalidations lookup reads
+CREATE TEMPORARY TABLE gen_final AS
+SELECT run_id, candidate_id, 1 + getvariable('cands') * 6 AS seq,
+       ts + INTERVAL 1 SECOND AS ts, speedup * 0.99 AS speedup
+FROM (SELECT *, row_number() OVER (PARTITION BY r ORDER BY c) AS k FROM gen WHERE outcome = 'promoted')
+WHERE k = 1
+ORDER BY run_id;
+
+SET VARIABLE next_pos = (SELECT count(*) FROM events);
+
+INSERT INTO events
+SELECT event_id, run_id, seq, ts, 'FinalistRevalidated', 2,
+       printf('{"candidate_id":"%s","survived":true,"reason":"revalidated","speedup":%.4f,"ci_low":%.4f,"ci_high":%.4f,"alternations":10,"cases":[],"notes":[],"replicate_speedups":[]}',
+              candidate_id, speedup, speedup - 0.01, speedup + 0.01),
+       tlx_id_key(event_id), getvariable('next_pos') + row_number() OVER (ORDER BY run_id) - 1
+FROM (SELECT *, gen_id(ts, run_id || '/' || seq) AS event_id FROM gen_final);
+
+INSERT INTO proj_revalidations
+SELECT run_id, candidate_id, seq, ts, true, 'revalidated', speedup, speedup - 0.01, speedup + 0.01, 10
+FROM gen_final;
+
 INSERT INTO proj_sources
 SELECT source_hash, normalized_hash,
        printf('def kernel(x, BLOCK=%d, num_warps=%d):  # candidate %s of %s', block, warps, candidate_id, run_id),
@@ -132,8 +156,9 @@ FROM gen, range(2) cs(k), range(5) sm(i)
 ORDER BY r, c, k, i;
 
 INSERT INTO run_heads
-SELECT printf('rb%07d', r), 1 + getvariable('cands') * 6,
-       TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(CAST(r AS BIGINT)) + to_milliseconds(CAST(getvariable('cands') - 1 AS BIGINT))
-FROM range(getvariable('runs')) a(r);
+SELECT printf('rb%07d', r), coalesce(f.seq + 1, 1 + getvariable('cands') * 6),
+       coalesce(f.ts, TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(CAST(r AS BIGINT)) + to_milliseconds(CAST(getvariable('cands') - 1 AS BIGINT)))
+FROM range(getvariable('runs')) a(r)
+LEFT JOIN gen_final f ON f.run_id = printf('rb%07d', r);
 
 UPDATE projection_state SET next_pos = (SELECT count(*) FROM events), projected_pos = (SELECT count(*) FROM events);
