@@ -26,12 +26,25 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 Z_99 = 2.5758  # the two-sided 99% quantile of the normal distribution
 MIN_LOG_SE = 1e-3  # the smallest standard error of a log speedup a measurement is given
 
 K = TypeVar("K", bound=Hashable)
+
+
+class Measured(Protocol):
+    """What pooling reads of a measurement: a speedup against the run's baseline and the 99%
+    interval it was recorded with (None where none was). queries.models.Figure (a final
+    revalidation the provider context carries) is one as it is."""
+
+    @property
+    def speedup(self) -> float: ...
+    @property
+    def ci_low(self) -> float | None: ...
+    @property
+    def ci_high(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -56,7 +69,7 @@ class Estimate:
     set_aside: int = 0
 
 
-def log_se(m: Measurement) -> float | None:
+def log_se(m: Measured) -> float | None:
     """The standard error of ln(speedup) its interval implies, or None without a usable one."""
     lo, hi = m.ci_low, m.ci_high
     if lo is None or hi is None or not (0 < lo <= hi < math.inf):
@@ -64,11 +77,11 @@ def log_se(m: Measurement) -> float | None:
     return max((math.log(hi) - math.log(lo)) / (2 * Z_99), MIN_LOG_SE)
 
 
-def _valid(m: Measurement) -> bool:
+def _valid(m: Measured) -> bool:
     return 0 < m.speedup < math.inf
 
 
-def pool(measurements: Iterable[Measurement]) -> Estimate | None:
+def pool(measurements: Iterable[Measured]) -> Estimate | None:
     """The one estimate of these measurements (see the module doc); None when none has a
     positive finite speedup (such a figure measures nothing and is ignored)."""
     ms = [m for m in measurements if _valid(m)]
@@ -90,10 +103,10 @@ def pool(measurements: Iterable[Measurement]) -> Estimate | None:
     )
 
 
-def pool_by(measured: Iterable[tuple[K, Measurement]]) -> dict[K, Estimate]:
+def pool_by(measured: Iterable[tuple[K, Measured]]) -> dict[K, Estimate]:
     """One estimate per key (a source, a configuration) of (key, measurement) pairs; a key with
     no valid measurement has none."""
-    groups: dict[K, list[Measurement]] = {}
+    groups: dict[K, list[Measured]] = {}
     for key, m in measured:
         groups.setdefault(key, []).append(m)
     return {k: e for k, ms in groups.items() if (e := pool(ms)) is not None}

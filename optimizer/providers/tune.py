@@ -37,7 +37,7 @@ from typing import Any
 
 from optimizer.bundle.spec import CaseSpec, TargetSpec
 from optimizer.decision.identity import raw_source_hash
-from optimizer.decision.pooling import Estimate, Measurement, pool_by
+from optimizer.decision.pooling import Estimate, Measured, Measurement, pool_by
 from optimizer.evaluation.launches import dominant_first, observed_values
 from optimizer.providers import ProviderOptions, roofline_order
 from optimizer.providers.base import (
@@ -976,12 +976,11 @@ def _measurement(m: MeasuredCandidate) -> Measurement | None:
     return Measurement(m.speedup, m.ci_low, m.ci_high)
 
 
-def _measurements(m: MeasuredCandidate) -> list[Measurement]:
+def _measurements(m: MeasuredCandidate) -> list[Measured]:
     """Every measurement of the entry's source that the views pool for it (source_estimates):
     its decision's and its final revalidations'."""
     decided = _measurement(m)
-    again = [Measurement(f.speedup, f.ci_low, f.ci_high) for f in m.revalidations]
-    return ([] if decided is None else [decided]) + again
+    return [*([] if decided is None else [decided]), *m.revalidations]
 
 
 def _point(seen: list[tuple[int, MeasuredCandidate, Config]], unit: _Point | None) -> _Point:
