@@ -25,9 +25,11 @@ Invariants:
   builds the baseline's source too, warms it, and profiles one launch of the baseline's main
   kernel right after the candidate's on each case, in the same process. Its duration travels on
   the candidate's event as ncu.REFERENCE_DURATION, so the ncu veto compares two launches made
-  milliseconds apart under one process's clocks and buffers, not two profiles made in different
-  processes minutes apart (on the H200 the 11 us case of the elementwise A/A runs of 2026-12-04/05
-  moved by up to 4.3% between processes of one run, the 125 us case by up to 1.5%).
+  milliseconds apart in one process, not each candidate with the one launch of the baseline's
+  own profile (a draw every decision of the run shares). One launch a side still varies: on an
+  H100 A/A run the ratio spanned 0.975-1.043 on a 13 us kernel
+  (benchmarks/results/h100_ncu_pairing_2026-12-05), launch-to-launch as much as between
+  processes; several alternated launches a side would be the next step.
   A reference that fails to build or launch leaves the candidate's own profile as it was.
 """
 
