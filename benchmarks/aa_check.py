@@ -72,7 +72,6 @@ from optimizer.providers.base import Proposal, ProviderContext, Recorder  # noqa
 from optimizer.providers.knobs import apply_knobs, find_knobs, pin_autotune  # noqa: E402
 from optimizer.reporting import live  # noqa: E402
 from optimizer.run import lifecycle  # noqa: E402
-from profilers import ncu  # noqa: E402
 from tlxstore.events import (  # noqa: E402
     BASELINE_ID,
     DEFAULT_THRESHOLDS,
@@ -235,16 +234,7 @@ def _ncu(state: RunState, cid: str, case_id: str) -> dict[str, Any]:
     cand, base = state.candidates[cid], state.candidates.get(BASELINE_ID)
     c = kernel.ncu_time_us(cand, case_id)
     own = None if base is None else kernel.ncu_time_us(base, case_id)
-    beside = next(
-        (
-            m.value
-            for p in reversed(cand.profiles)
-            if p.case_id == case_id
-            for m in p.metrics
-            if m.name == ncu.REFERENCE_DURATION and m.value
-        ),
-        None,
-    )
+    beside = kernel.ncu_reference_us(cand, case_id)
     return {
         "ncu_us": c,
         "ncu_baseline_own_us": own,

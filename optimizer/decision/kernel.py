@@ -95,6 +95,12 @@ def ncu_time_us(cand: CandidateState, case_id: str) -> float | None:
     return _metric(cand, case_id, "ncu", DURATION)
 
 
+def ncu_reference_us(cand: CandidateState, case_id: str) -> float | None:
+    """The baseline's main-kernel ncu duration (us) profiled right after the candidate's, in the
+    candidate's own ncu process (None: not profiled beside it)."""
+    return _metric(cand, case_id, "ncu", REFERENCE_DURATION)
+
+
 def proton_time_us(cand: CandidateState, case_id: str) -> float | None:
     """The main kernel's time per launch (us) under Proton for one case."""
     return _metric(cand, case_id, "proton", MAIN_TIME)
@@ -255,7 +261,7 @@ def ncu_veto(state: RunState, cid: str, cases: Collection[str]) -> list[str]:
         return []
     problems = []
     for case_id in cases:
-        c, beside = ncu_time_us(cand, case_id), _metric(cand, case_id, "ncu", REFERENCE_DURATION)
+        c, beside = ncu_time_us(cand, case_id), ncu_reference_us(cand, case_id)
         b = beside if beside is not None else ncu_time_us(base, case_id)
         if b is None or c is None or b <= 0:
             continue

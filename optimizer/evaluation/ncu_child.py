@@ -205,15 +205,17 @@ class _Child:
     def _range(self, case: CaseSpec, reference: bool = False) -> dict[str, Any]:
         """One case's ncu range: one launch profiled, after a warm-up launch of the kernel (the
         candidate's, or with `reference` the baseline's)."""
-        warmed = self.ref_warmed if reference else self.warmed
+        warmed, kernel = self.warmed, self.kernel
+        if reference:
+            assert self.reference is not None
+            warmed, kernel = self.ref_warmed, self.reference.kernel
         skip = 0 if case.case_id in warmed else WARMUP_LAUNCHES
-        assert not reference or self.reference is not None
         reply = self.session.call(
             {
                 "op": "ncu_range",
                 "key": "B" if reference else "A",
                 "case": case.model_dump(mode="json"),
-                "kernel": self.reference.kernel if reference and self.reference else self.kernel,
+                "kernel": kernel,
                 "skip": skip,
                 "mode": "verify",  # one launch a call
                 "calls": skip + 1,
