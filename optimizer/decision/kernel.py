@@ -4,12 +4,16 @@
   whose speedup is within NEAR_THRESHOLD of the promotion threshold, and for the finalist; the
   summary set for every other correct candidate, except a clear loser (speedup below CLEAR_LOSER);
   nothing for a candidate that is not correct.
-- `ncu_veto`: a candidate whose main kernel's ncu duration is more than NCU_VETO over the
-  baseline's on any case is not promoted, however fast its benchmark: the benchmark may time
+- `ncu_veto`: a candidate whose main kernel's ncu duration is over the baseline's by more than
+  the veto's bar on any case is not promoted, however fast its benchmark: the benchmark may time
   wrapper work, caching or extra launches, ncu times the kernel alone. The baseline's duration is
   the one profiled in the candidate's own ncu process right after it (REFERENCE_DURATION), else
-  the baseline's own profile (another process, minutes earlier). (The TLX agent lifts the veto
-  when the benchmark itself ran under the profiler; tlxdb never benchmarks under ncu.)
+  the baseline's own profile (another process, minutes earlier). The bar is NCU_VETO plus the
+  noise of one launch against one launch, read from the run's own evidence (`veto_bar`): every
+  launch of the baseline's kernel ncu profiled in this run on that case (its own profile, and one
+  beside each candidate since) is a draw of the same kernel, so their spread is how far two
+  launches of one kernel fall apart here. (The TLX agent lifts the veto when the benchmark itself
+  ran under the profiler; tlxdb never benchmarks under ncu.)
 - `assess`: the roofline of each case (time from ncu, else Proton, else the benchmark median;
   bytes from ncu's DRAM counters, else the harness's bytes_moved; flops from the harness, else
   ncu's fp32 instruction counts) and the disagreement check between the three clocks.
@@ -17,7 +21,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import math
+from collections.abc import Collection, Mapping, Sequence
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
@@ -31,7 +36,15 @@ from tlxstore.fold import CandidateState, RunState
 
 NEAR_THRESHOLD = 0.01  # one percentage point of speedup around min_speedup
 CLEAR_LOSER = 0.5  # a candidate at half the baseline's speed or less gets no ncu profile
-NCU_VETO = 0.01  # main-kernel ncu duration more than 1% over the baseline's blocks promotion
+NCU_VETO = 0.01  # main-kernel ncu duration more than 1% (plus the launch noise) over the baseline's
+VETO_Z = 2.326  # the one-sided 99% quantile of the normal distribution
+MIN_BASELINE_LAUNCHES = 3
+"""Launches of the baseline's kernel a case needs before their spread widens the veto's bar;
+with fewer, the bar is NCU_VETO alone. Measured: on an H100 A/A run (benchmarks/results/
+h100_ncu_pairing_2026-12-05) the ratio of an unchanged kernel's launch to the baseline's beside it
+spanned 0.975-1.043 on a 13 us case (sd 2.1%) and the 1% bar vetoed one of 8; the baseline's own
+launches there had a CV of 1.2%, so the bar on that case is 1% + 2.326 x 1.41 x 1.2% = 5%. On the
+175 us case (CV 0.3%) it stays near 2%; on the H200's 4096^3 GEMM (ratio sd 0.2-0.3%) under 2%."""
 DISAGREEMENT = 0.25  # clocks more than 25% apart are flagged in the live log
 MAIN_TIME = "main_kernel_time_us"
 DRAM_BYTES = ("dram__bytes_read.sum", "dram__bytes_write.sum")
@@ -254,8 +267,33 @@ def profiling_level(
     return Level.SUMMARY
 
 
+def baseline_launches(state: RunState, case_id: str) -> list[float]:
+    """Every duration (us) of the baseline's main kernel that ncu took in this run on one case,
+    one launch each, each in its own process: the baseline's own profile, then the one profiled
+    beside each candidate, in the order the run recorded them."""
+    base = state.candidates.get(BASELINE_ID)
+    own = ncu_time_us(base, case_id) if base is not None else None
+    beside = (ncu_reference_us(c, case_id) for c in state.candidates.values() if c is not base)
+    return [us for us in (own, *beside) if us is not None and us > 0]
+
+
+def veto_bar(launches: Sequence[float]) -> tuple[float, str]:
+    """How far over the baseline's duration a candidate's may run before the veto fires, and the
+    reason in words: NCU_VETO, plus VETO_Z times the spread of the ratio of two single launches
+    (sqrt 2 times the baseline's launch-to-launch CV) once MIN_BASELINE_LAUNCHES are known. An
+    unchanged kernel is then vetoed on about 1% of cases, however short and jittery it is."""
+    if len(launches) < MIN_BASELINE_LAUNCHES:
+        return NCU_VETO, f"max {NCU_VETO:+.0%}"
+    spread = stats.cv(launches)
+    bar = NCU_VETO + VETO_Z * math.sqrt(2.0) * spread
+    return bar, (
+        f"max {bar:+.1%}: {NCU_VETO:.0%} + {VETO_Z} x 1.41 x the CV {spread:.2%} of "
+        f"{len(launches)} launches of the baseline's kernel in this run"
+    )
+
+
 def ncu_veto(state: RunState, cid: str, cases: Collection[str]) -> list[str]:
-    """Each case whose main-kernel ncu duration is more than NCU_VETO over the baseline's."""
+    """Each case whose main-kernel ncu duration is over the baseline's by more than `veto_bar`."""
     base, cand = state.candidates.get(BASELINE_ID), state.candidates[cid]
     if base is None or cid == BASELINE_ID:
         return []
@@ -266,12 +304,13 @@ def ncu_veto(state: RunState, cid: str, cases: Collection[str]) -> list[str]:
         if b is None or c is None or b <= 0:
             continue
         over = c / b - 1.0
-        if over > NCU_VETO:
+        bar, why = veto_bar(baseline_launches(state, case_id))
+        if over > bar:
             where = "profiled after it in its process" if beside is not None else "own profile"
             problems.append(
                 f"ncu veto: case {case_id} main kernel {_ncu_kernel(cand, case_id)} ran "
                 f"{c:.4g} us under ncu, {over:+.1%} against the baseline's {b:.4g} us "
-                f"({where}; max {NCU_VETO:+.0%})"
+                f"({where}; {why})"
             )
     return problems
 

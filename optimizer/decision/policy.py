@@ -44,8 +44,10 @@ own samples rescaled between devices in a parallel run.
    before instances were (one new pair only, nothing measured between instances) is a
    replicate: its own speedup must also clear min_speedup and, beside the incumbent, be above
    1.0;
-8. the ncu veto (optimizer.decision.kernel.ncu_veto): no scored case's main kernel runs more
-   than 1% longer under ncu than the baseline's (profiled after it in its own ncu process).
+8. the ncu veto (optimizer.decision.kernel.ncu_veto): no scored case's main kernel runs longer
+   under ncu than the baseline's (profiled after it in its own ncu process) by more than 1% plus
+   the noise of one launch against one, which the run's own launches of the baseline's kernel
+   show (kernel.veto_bar).
 
 Every window leaves out the benchmark calls that ran while the GPU throttled or was shared
 (optimizer.decision.machine: marked calls stay in the store); a case with nothing left beside

@@ -29,7 +29,8 @@ Invariants:
   own profile (a draw every decision of the run shares). One launch a side still varies: on an
   H100 A/A run the ratio spanned 0.975-1.043 on a 13 us kernel
   (benchmarks/results/h100_ncu_pairing_2026-12-05), launch-to-launch as much as between
-  processes; several alternated launches a side would be the next step.
+  processes. These reference launches, one per candidate, are also what sets the veto's bar
+  (optimizer.decision.kernel.veto_bar); several alternated launches a side would narrow it.
   A reference that fails to build or launch leaves the candidate's own profile as it was.
 """
 

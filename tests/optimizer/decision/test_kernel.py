@@ -20,9 +20,11 @@ from tlxstore.events import (
     ProfileCollected,
     ProfileMetric,
 )
+from tlxstore.export import read_export
 from tlxstore.fold import RunState, fold
 from tlxstore.testing import candidate_events, run_started
 
+REPO = Path(__file__).resolve().parents[3]
 DATA = Path(__file__).parents[2] / "profilers" / "data"
 RECORDED = (DATA / "ncu_raw_h200_vector_add.csv").read_text()
 # ncu's CSVs of the veto run on the H200 (benchmarks/results/h200_profiling_2026-12-01, run_veto):
@@ -220,3 +222,68 @@ def test_the_veto_compares_with_the_baseline_profiled_in_the_candidates_own_proc
     assert d.outcome == Outcome.REJECTED
     assert "+5.0% against the baseline's" in d.reason
     assert "(profiled after it in its process; max +1%)" in d.reason
+
+
+def decided_before(reference_us: list[float]) -> list[Event]:
+    """Candidates decided before c001, each with one launch of the baseline's kernel profiled
+    beside it, on both cases."""
+    out: list[Event] = []
+    for i, us in enumerate(reference_us):
+        cid = f"p{i}"
+        out += candidate_events(cid, f"earlier {i}")
+        out += [
+            ProfileCollected(
+                candidate_id=cid,
+                case_id=case,
+                metrics=[
+                    ProfileMetric(name=ncu.REFERENCE_DURATION, value=us, unit="us", source="ncu")
+                ],
+            )
+            for case in WEIGHTS
+        ]
+    return out
+
+
+def test_the_veto_bar_widens_by_the_launch_noise_the_run_has_seen_of_the_baselines_kernel():
+    # c001's kernel ran 4% over the baseline's launch beside it. Where the baseline's kernel
+    # itself ran 1.5% apart from launch to launch (the H100's 13 us case: CV 1.3%), one launch
+    # against one launch is that far apart with nothing changed: not a reason to lose a win.
+    events = state_events(1.04)
+    base = kernel.ncu_time_us(fold_events(events).candidates[BASELINE_ID], "small")
+    assert base is not None
+    jittery = [base * f for f in (0.98, 1.01, 0.995, 1.02, 0.985)]
+    steady = [base * f for f in (0.9995, 1.0005, 1.0, 0.9998, 1.0002)]
+    for earlier, vetoed in ((jittery, False), (steady, True)):
+        stream = with_reference(events, "c001", base)
+        proposed = next(e for e in stream if getattr(e, "candidate_id", "") == "c001")
+        cut = stream.index(proposed) - 1  # before c001's SourceStored
+        stream = [*stream[:cut], *decided_before(earlier), *stream[cut:]]
+        s = fold_events(stream)
+        launches = kernel.baseline_launches(s, "small")
+        assert launches == [base, *earlier, base]  # its own profile, then each one beside
+        d = policy.decide(s, "c001", T, WEIGHTS)
+        assert (d.outcome == Outcome.REJECTED) is vetoed, d.reason
+        if vetoed:
+            assert "+4.0% against the baseline's" in d.reason
+            assert "launches of the baseline's kernel in this run)" in d.reason
+    # with fewer than three launches known, the bar is the fixed 1%
+    assert kernel.veto_bar([base, base * 1.05]) == (kernel.NCU_VETO, "max +1%")
+
+
+def test_on_the_h100_a_a_run_the_veto_no_longer_fires_on_an_unchanged_kernel():
+    # benchmarks/results/h100_ncu_pairing_2026-12-05: 8 A/A candidates, each profiled with the
+    # baseline beside it; the 1% bar vetoed c007 (+4.3% on the 13 us case), an unchanged kernel
+    export = REPO / "benchmarks" / "results" / "h100_ncu_pairing_2026-12-05" / "export"
+    envelopes = sorted(read_export(export), key=lambda e: e.seq)
+    vetoed = []
+    for i, env in enumerate(envelopes):
+        if isinstance(env.event, DecisionMade) and env.event.candidate_id != BASELINE_ID:
+            cid = env.event.candidate_id
+            recorded = "ncu veto" in env.event.reason
+            now = kernel.ncu_veto(fold(envelopes[:i]), cid, ["4M+3", "64M"])
+            vetoed.append((cid, recorded, bool(now)))
+    assert len(vetoed) == 8
+    assert [(cid, old) for cid, old, _ in vetoed if old] == [("c007", True)]
+    assert not any(now for _, _, now in vetoed)
+    launches = kernel.baseline_launches(fold(envelopes), "4M+3")
+    assert len(launches) == 9 and 0.05 < kernel.veto_bar(launches)[0] < 0.055
