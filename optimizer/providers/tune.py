@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -486,8 +486,9 @@ def search_space(
 ) -> dict[str, list[int]]:
     """The values tune may give each knob: the target's declared `tuning_space` when it has one
     (the whole search), else by role: blocks are powers of two from 16 (or less, if the kernel
-    starts lower) up to the largest integer case parameter (at most 16384); warps and stages what
-    the backend accepts; none of those two on the cpu backend, where the interpreter ignores them.
+    starts lower) up to the largest integer case parameter, nested ones included (`bundle new`'s
+    `shapes`: the widest dimension; at most 16384); warps and stages what the backend accepts;
+    none of those two on the cpu backend, where the interpreter ignores them.
     """
     declared = declared_space(target.tuning_space)
     knobs = space.by_name()
@@ -499,10 +500,7 @@ def search_space(
             )
         return {n: sorted(set(v) | {knobs[n].value}) for n, v in declared.items()}
     backend = target.backend
-    largest = max(
-        (v for c in cases for v in c.parameters.values() if type(v) is int and v > 0),
-        default=_MAX_BLOCK,
-    )
+    largest = max((v for c in cases for v in _integers(c.parameters) if v > 0), default=_MAX_BLOCK)
     block_hi = min(_MAX_BLOCK, 1 << max(0, math.ceil(math.log2(largest))))
     out: dict[str, list[int]] = {}
     for k in space.knobs:
@@ -522,6 +520,18 @@ def search_space(
         elif k.role == KnobRole.INTEGER and k.value > 0 and not k.value & (k.value - 1):
             out[k.name] = [1 << e for e in range(0, max(k.value, 64).bit_length())]
     return out
+
+
+def _integers(value: Any) -> Iterator[int]:
+    """Every integer in a case parameter, through dicts and lists (not bools)."""
+    if type(value) is int:
+        yield value
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _integers(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _integers(v)
 
 
 def declared_space(tuning_space: Mapping[str, Any] | None) -> dict[str, list[int]]:
