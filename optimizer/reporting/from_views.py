@@ -518,13 +518,13 @@ def write_history_report(store: Store, kernel: str, to_dir: Path) -> Written:
     or normalized path) or bundle (a digest prefix, "sha256:" optional), from the views."""
     data = queries.report(store, HISTORY_QUERIES, history_params(kernel))
     if not data["history_runs"]:
-        names = {
-            n
-            for r in queries.report(store, ("history_names",), {})["history_names"]
-            for n in (r["kernel_id"], r["entry_point"])
-            if n
-        }
-        close = difflib.get_close_matches(kernel, sorted(names), n=3, cutoff=0.5)
+        rows = queries.report(store, ("history_names",), {})["history_names"]
+        kernels = sorted({r["entry_point"] for r in rows if r["entry_point"]})
+        names = sorted({*kernels, *(r["kernel_id"] for r in rows if r["kernel_id"])})
+        within = [n for n in kernels if kernel.lower() in n.lower()]  # "add" -> add_kernel
+        close = list(
+            dict.fromkeys([*within, *difflib.get_close_matches(kernel, names, cutoff=0.5)])
+        )[:3]
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise UnknownRunError(
             f"no run of kernel or bundle {kernel!r} in store {store.location}; {hint}"

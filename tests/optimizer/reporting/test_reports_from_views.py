@@ -183,5 +183,9 @@ def test_a_history_of_a_name_with_no_run_suggests_the_kernels_of_the_store(store
     out = cli("history", "softmax", "--store", str(store), "--to", str(tmp_path / "x"))
     assert out.exit_code == 1
     assert "did you mean softmax_kernel? see `tlxdb query" in out.stderr, out.stderr
+    # a short launcher name that difflib alone finds too far from the kernel's
+    out = cli("history", "SOFT", "--store", str(store), "--to", str(tmp_path / "x"))
+    assert out.exit_code == 1
+    assert "did you mean softmax_kernel? see `tlxdb query" in out.stderr, out.stderr
     far = cli("history", "qqqq", "--store", str(store), "--to", str(tmp_path / "y"))
     assert far.exit_code == 1 and "did you mean" not in far.stderr
