@@ -71,9 +71,10 @@ import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
-from optimizer.decision import kernel, machine, stats
+from optimizer.decision import kernel, machine, pooling, stats
 from tlxstore.events import (
     BASELINE_ID,
+    BenchmarkSampled,
     CaseSpeedup,
     DecisionMade,
     FailureKind,
@@ -993,16 +994,70 @@ def decide_revalidation(
     problem = "; ".join(found.problems) or (
         disagree if disagree and (thresholds.strict_noise or not holds_in_each) else None
     )
+    drift = _drift_notes(state, fin, base, comp)
     if problem:
-        return result(False, problem, comp, alternations, found.notes + machine_notes, speedups)
+        notes = found.notes + drift + machine_notes
+        return result(False, problem, comp, alternations, notes, speedups)
     return result(
         True,
         f"speedup {_fmt(comp)} against a fresh baseline over {alternations} interleaved alternations",
         comp,
         alternations,
-        found.notes + _replicate_notes(speedups, disagree, thresholds) + machine_notes,
+        found.notes + _replicate_notes(speedups, disagree, thresholds) + drift + machine_notes,
         speedups,
     )
+
+
+def _drift_notes(
+    state: RunState, fin: CandidateState, base: CandidateState, comp: Comparison
+) -> list[str]:
+    """A note where the finalist's revalidation and its decision disagree beyond both their
+    intervals (their log speedups more than Z_99 standard errors of the difference apart): the
+    machine's speed changed between them. It names the case whose baseline median moved most
+    between the decision's window and the revalidation's, and the two measurements pooled, the
+    one figure the store's views give this source (optimizer.decision.pooling)."""
+    d, cid = fin.decision, fin.candidate_id
+    if d is None or d.speedup is None:
+        return []
+    decided = pooling.Measurement(d.speedup, d.ci_low, d.ci_high)
+    se_d, se_r = pooling.log_se(decided), pooling.log_se(comp)
+    if se_d is None or se_r is None:
+        return []
+    z = abs(math.log(comp.speedup / d.speedup)) / math.hypot(se_d, se_r)
+    if z <= pooling.Z_99:
+        return []
+    windows = (cid, remeasure_window(cid))
+    before = _medians([s for w in windows for s in base.window_samples(w, Phase.ROUND)])
+    after = _medians(
+        [s for w in _replicate_windows(fin) for s in base.window_samples(w, Phase.REVALIDATION)]
+    )
+    moved = max(
+        (c for c in before if c in after),
+        key=lambda c: abs(math.log(after[c] / before[c])),
+        default=None,
+    )
+    where = (
+        f" (the baseline's median on case {moved} went {before[moved]:.4g} -> {after[moved]:.4g} us)"
+        if moved is not None
+        else ""
+    )
+    both = pooling.pool([decided, comp])
+    assert both is not None and both.ci_low is not None and both.ci_high is not None
+    return [
+        f"this revalidation ({comp.speedup:.4f}x, {_confidence_pct()} CI {comp.ci_low:.4f}-"
+        f"{comp.ci_high:.4f}) and {cid}'s decision ({d.speedup:.4f}x, CI "
+        f"{d.ci_low:.4f}-{d.ci_high:.4f}) disagree beyond their intervals (z {z:.1f}): the "
+        f"machine's speed changed between them{where}; pooled, the two read "
+        f"{both.speedup:.4f}x (CI {both.ci_low:.4f}-{both.ci_high:.4f}), the figure `history` "
+        "gives this source"
+    ]
+
+
+def _medians(samples: list[BenchmarkSampled]) -> dict[str, float]:
+    by_case: dict[str, list[float]] = {}
+    for s in samples:
+        by_case.setdefault(s.case_id, []).extend(s.samples_us)
+    return {c: stats.median(v) for c, v in by_case.items() if v}
 
 
 def _replicate_notes(

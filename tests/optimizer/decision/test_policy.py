@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from optimizer.decision import policy, stats
+from optimizer.decision import policy, pooling, stats
 from tlxstore.events import (
     BenchmarkSampled,
     BuildFinished,
@@ -809,3 +809,34 @@ def test_a_win_near_its_bar_or_before_any_instance_estimate_is_still_owed_a_seco
     assert d.outcome == Outcome.PROMOTED and d.ci_low > 1.04 * 1.1, d.reason
     assert max(c.candidate_cv for c in d.cases) > T.max_cv
     assert policy.owes_second_window(state, "c002", T, W)
+
+
+def test_a_revalidation_that_disagrees_with_its_decision_says_the_machine_changed_and_pools_them():
+    """A new user's interpreter run: c002 decided at 7.6x, its revalidation read 12.7x because
+    the baseline ran 1.8x slower there (a busy machine), and nothing said so. Now the
+    revalidation's event carries the note, with the baseline's move and the pooled figure."""
+    events = _stale_baseline() + _windowed("c001", {"c001": FAST, "baseline": BASE})
+    events.append(decide(events))
+    slow_base = {k: [x * (1.8 if k == "large" else 1.5) for x in v] for k, v in BASE.items()}
+    steady = in_window(
+        "c001", {"c001": FAST, "baseline": BASE}, phase=Phase.REVALIDATION, per_block=1
+    )
+    drifted = in_window(
+        "c001", {"c001": FAST, "baseline": slow_base}, phase=Phase.REVALIDATION, per_block=1
+    )
+    r = policy.decide_revalidation(build_state(events + steady), "c001", "baseline", T, W)
+    assert r.survived and not any("disagree" in n for n in r.notes), r.notes
+    r = policy.decide_revalidation(build_state(events + drifted), "c001", "baseline", T, W)
+    assert r.survived and r.speedup == pytest.approx(1.2 * (1.5 * 1.8) ** 0.5), r.reason
+    (note,) = [n for n in r.notes if "disagree beyond their intervals" in n]
+    assert "c001's decision (1.2000x" in note and "machine's speed changed between them" in note
+    assert "the baseline's median on case large went 100.2 -> 180 us" in note
+    d = events[-1]
+    assert isinstance(d, DecisionMade) and d.speedup == pytest.approx(1.2)
+    pooled = pooling.pool(
+        [
+            pooling.Measurement(d.speedup, d.ci_low, d.ci_high),
+            pooling.Measurement(r.speedup, r.ci_low, r.ci_high),
+        ]
+    )
+    assert pooled is not None and f"pooled, the two read {pooled.speedup:.4f}x" in note
