@@ -20,7 +20,7 @@ import shutil
 import socket
 import sys
 from collections.abc import Callable, Mapping
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -457,9 +457,9 @@ def optimize(
         prep.evaluator.keep_ready = True  # the first candidate's child loads as validation ends
         claim = ExitStack()  # the output folder is claimed until the run's log is in it
         try:
-            created = not out.exists()
+            made = [d for d in (out, *out.parents) if not d.exists()]  # deepest first
             claim.enter_context(validation_claim(out))
-            _validate_run(run, prep, out, request.strict_validation, created)
+            _validate_run(run, prep, out, request.strict_validation, made)
             with run_lease(out, run_id):
                 ws.record(out)  # for a resume to remove, should this process be killed
                 shutil.move(str(run.log.path), str(setup.output.log_path))
@@ -492,10 +492,11 @@ def _finished(run: RunLoop) -> RunResult:
     return result.model_copy(update={"notes": [*result.notes, note]})
 
 
-def _validate_run(run: RunLoop, prep: Prepared, out: Path, strict: bool, created: bool) -> None:
+def _validate_run(run: RunLoop, prep: Prepared, out: Path, strict: bool, made: list[Path]) -> None:
     """Validate the bundle into the run's log; the baseline's profile artifacts go to the output
-    folder (a real per-case artifacts_dir), which is removed again (`created` for this run) or
-    emptied when validation fails."""
+    folder (a real per-case artifacts_dir). When validation fails, the output folder is removed
+    again if this run made it, with the folders above it that the run made and nothing else
+    filled since (the store's `runs/` on a first run), else emptied."""
     try:
         checks = validation.validate(
             prep.evaluator,
@@ -512,8 +513,11 @@ def _validate_run(run: RunLoop, prep: Prepared, out: Path, strict: bool, created
         if not passed:
             raise validation.ValidationFailedError(validation.failure_message(checks))
     except BaseException:
-        if created:
+        if made:
             shutil.rmtree(out, ignore_errors=True)
+            for d in made[1:]:
+                with suppress(OSError):  # another run's folder is in it now
+                    d.rmdir()
         else:  # it was empty
             for p in out.iterdir():
                 shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)

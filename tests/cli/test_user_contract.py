@@ -177,10 +177,8 @@ def test_a_verify_that_passes_any_output_fails_the_wrong_answer_check_on_the_int
 
 def test_optimize_refuses_a_bundle_whose_verify_passes_a_launched_wrong_answer(tmp_path):
     bundle = _softmax_bundle(tmp_path, LAX_TOLERANCE)
-    r = _invoke(
-        _run_flags(tmp_path, _softmax_kernel(tmp_path), bundle)
-        + ["--no-commit-winner", "--benchmark-repetitions", "2"]
-    )
+    flags = _run_flags(tmp_path, _softmax_kernel(tmp_path), bundle)
+    r = _invoke(flags + ["--no-commit-winner", "--benchmark-repetitions", "2"])
     assert r.exit_code == 1
     assert r.stderr.strip().splitlines()[-1] == (
         "Error: bundle validation failed (negative:wrong_answer): verify() accepted a kernel "
@@ -189,6 +187,14 @@ def test_optimize_refuses_a_bundle_whose_verify_passes_a_launched_wrong_answer(t
     )
     assert not (tmp_path / "out").exists()
     assert not (tmp_path / "s.duckdb").exists() or Store(tmp_path / "s.duckdb").run_ids() == []
+    # without --output-dir: the run's folder would be the store's runs/<run id>; none is left,
+    # nor the runs/ folder the run made for it (a new user found an empty one)
+    at = flags.index("--output-dir")
+    r = _invoke(
+        [*flags[:at], *flags[at + 2 :], "--no-commit-winner", "--benchmark-repetitions", "2"]
+    )
+    assert r.exit_code == 1 and "negative:wrong_answer" in r.stderr
+    assert not (tmp_path / "runs").exists()
 
 
 # A user's build: the source written to one file name and imported by it. From the second build
