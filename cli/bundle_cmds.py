@@ -29,7 +29,9 @@ def bundle_group() -> None:
     "--entry",
     required=True,
     help="The kernel file's Python function that launches the kernel and returns its result "
-    "(a tensor or a tuple of them); called with the arguments by name.",
+    "(a tensor or a tuple of them), called with the arguments by name; or the apply of a "
+    "torch.autograd.Function subclass the file defines (Fn.apply, or a name bound to it, as in "
+    "the Triton tutorials), called with them by position in forward's order.",
 )
 @click.option(
     "--reference",

@@ -4,15 +4,21 @@ point, a PyTorch reference and the argument shapes, the TLX bundle files (docs/C
 
 Invariants:
 - Everything the command line says is checked before a file is written: the kernel parses and
-  defines the entry point as a plain Python function (not a @triton.jit kernel); every --shape
-  and --scalar names one of its parameters, and every parameter without a default is given; the
-  reference is an expression over those names (and torch, F, math, builtins) or FILE.py:FUNC of
-  a file that defines FUNC. A bad input is a BundleError of one line.
-- The harness is the fixed template templates/harness.py.j2: the entry point's name and the
-  reference are all that is filled in, so its checks are the same for every bundle.
+  defines the entry point as a plain Python function (not a @triton.jit kernel) or as the apply
+  of a torch.autograd.Function subclass it defines (`Fn.apply`, or a top-level name bound to
+  it: the Triton tutorials' style), whose parameters are forward's less ctx; anything else the
+  name is bound to is refused, saying what it is. Every --shape and --scalar names one of its
+  parameters, and every parameter without a default is given; the reference is an expression
+  over those names (and torch, F, math, builtins) or FILE.py:FUNC of a file that defines FUNC.
+  A bad input is a BundleError of one line.
+- The harness is the fixed template templates/harness.py.j2: the entry point's name, an apply's
+  argument order and the reference are all that is filled in, so its checks are the same for
+  every bundle.
 - cases.json gives each case's tensor shapes and dtype and its scalars as `parameters`:
   `{"dtype", "shapes": {name: [dims]}, "dtypes": {name: dtype} (only those that differ),
-  "scalars": {name: value}}`; the entry point is called with these arguments by name.
+  "scalars": {name: value}}`; the entry point is called with these arguments by name, an apply
+  by position in forward's order (older torch releases refuse keywords there), so no parameter
+  before the last one given may be left to its default.
 - target.json is this machine's: the GPU torch sees (backend, architecture, device name), else
   the Triton interpreter on the CPU (TRITON_INTERPRET=1 in its environment), whose bundle also
   gets a budget.json (INTERPRETER_BUDGET: a higher max_cv, fewer repetitions).
@@ -34,7 +40,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeGuard
 
 import jinja2
 from pydantic import BaseModel, ConfigDict
@@ -228,27 +234,113 @@ def _is_jit(decorator: ast.expr) -> bool:
     return text.split(".")[-1] in {"jit", "autotune", "heuristics"}
 
 
-def entry_parameters(source: str, entry: str, kernel_name: str) -> tuple[list[str], set[str]]:
-    """(parameter names that can be passed by name, those without a default) of `entry`, a
-    top-level function of the kernel source."""
+@dataclass(frozen=True)
+class EntryPoint:
+    """What --entry names, as the harness calls it: its parameter names ("**" when it takes any
+    keyword), those without a default, and whether it is a torch.autograd.Function's apply,
+    called by position in forward's order (older torch releases refuse keywords there)."""
+
+    parameters: list[str]
+    required: set[str]
+    positional: bool
+
+
+ACCEPTED_ENTRIES = (
+    "give --entry the Python function that launches the kernel and returns its result (a "
+    "top-level def), or the apply of a torch.autograd.Function subclass defined in the file "
+    "(Fn.apply, or a name bound to it)"
+)
+
+
+def _is_autograd_function(node: ast.stmt | None) -> TypeGuard[ast.ClassDef]:
+    """Whether `node` is a class with a base named Function (torch.autograd.Function)."""
+    return isinstance(node, ast.ClassDef) and any(
+        ast.unparse(b).split(".")[-1] == "Function" for b in node.bases
+    )
+
+
+def _binding(tree: ast.Module, name: str) -> ast.stmt | None:
+    """The last top-level statement that binds `name` (a function, class, assignment or
+    import), which is what the module's `name` is once imported; None when there is none."""
+    found = None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names = [node.name]
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.asname or a.name.split(".")[0] for a in node.names]
+        else:
+            names = []
+        if name in names:
+            found = node
+    return found
+
+
+def _found(node: ast.stmt, name: str) -> str:
+    """What the kernel file binds `name` to, in words, for a refusal."""
+    where = f"(line {node.lineno})"
+    if isinstance(node, ast.ClassDef):
+        if _is_autograd_function(node):
+            return f"defines {name} as a torch.autograd.Function subclass {where}"
+        return f"defines {name} as a class {where}, not a torch.autograd.Function subclass"
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return f"imports {name} {where}: `{ast.unparse(node)}`"
+    value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+    if isinstance(value, ast.Lambda):
+        return f"binds {name} to a lambda {where}"
+    if isinstance(value, ast.Call):
+        return f"binds {name} to a call of {ast.unparse(value.func)} {where}"
+    if isinstance(value, ast.Attribute) and value.attr == "apply":
+        owner = ast.unparse(value.value)
+        return (
+            f"binds {name} to {owner}.apply {where}, and defines no torch.autograd.Function "
+            f"subclass {owner}"
+        )
+    text = ast.unparse(node)
+    return f"binds {name} as `{text if len(text) <= 60 else text[:57] + '...'}` {where}"
+
+
+def _apply_parameters(cls: ast.ClassDef, entry: str) -> EntryPoint:
+    """The parameters of `cls.apply`: forward's positional ones, less ctx (forward has none
+    where the class defines setup_context)."""
+    methods = {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)}
+    if "forward" not in methods:
+        raise BundleError(f"{entry}: {cls.name} defines no forward, so its apply launches nothing")
+    a = methods["forward"].args
+    positional = [p.arg for p in [*a.posonlyargs, *a.args]]
+    required = positional[: len(positional) - len(a.defaults)]
+    skip = 0 if "setup_context" in methods else 1
+    return EntryPoint(positional[skip:], set(required[skip:]), positional=True)
+
+
+def entry_parameters(source: str, entry: str, kernel_name: str) -> EntryPoint:
+    """The parameters of `entry`: a top-level function of the kernel source, `Fn.apply` of a
+    torch.autograd.Function subclass Fn it defines, or a top-level name bound to such an apply.
+    Anything else is refused, saying what the file binds the name to."""
     tree = pysource.parse(source)
-    found = [
-        n
-        for n in tree.body
-        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == entry
-    ]
-    if not found:
+    owner, dot, attribute = entry.partition(".")
+    node = _binding(tree, owner)
+    if dot:
+        if attribute == "apply" and _is_autograd_function(node):
+            return _apply_parameters(node, entry)
+        found = f"defines no {owner}" if node is None else _found(node, owner)
+        raise BundleError(f"--entry {entry}: {kernel_name} {found}; {ACCEPTED_ENTRIES}")
+    if node is None:
+        raise BundleError(f"{kernel_name} defines no function {entry}; {ACCEPTED_ENTRIES}")
+    if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Attribute):
+        cls = _binding(tree, ast.unparse(node.value.value))
+        if node.value.attr == "apply" and _is_autograd_function(cls):
+            return _apply_parameters(cls, entry)
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        raise BundleError(f"{kernel_name} {_found(node, entry)}; {ACCEPTED_ENTRIES}")
+    if any(_is_jit(d) for d in node.decorator_list):
         raise BundleError(
-            f"{kernel_name} defines no function {entry}; give --entry the Python function that "
-            "launches the kernel and returns its result"
+            f"{entry} is a Triton kernel (@{ast.unparse(node.decorator_list[0])}); give --entry "
+            "the Python function that launches it and returns its result"
         )
-    fn = found[-1]
-    if any(_is_jit(d) for d in fn.decorator_list):
-        raise BundleError(
-            f"{entry} is a Triton kernel (@{ast.unparse(fn.decorator_list[0])}); give --entry the "
-            "Python function that launches it and returns its result"
-        )
-    a = fn.args
+    a = node.args
     if a.posonlyargs:
         raise BundleError(
             f"{entry} has positional-only parameters ({', '.join(p.arg for p in a.posonlyargs)}); "
@@ -260,7 +352,7 @@ def entry_parameters(source: str, entry: str, kernel_name: str) -> tuple[list[st
     names = positional + [p.arg for p in a.kwonlyargs]
     if a.kwarg is not None:
         names.append("**")
-    return names, required
+    return EntryPoint(names, required, positional=False)
 
 
 def _check_arguments(given: list[str], params: list[str], required: set[str], entry: str) -> None:
@@ -276,6 +368,20 @@ def _check_arguments(given: list[str], params: list[str], required: set[str], en
             f"{entry}'s parameter {missing[0]} is given no --shape or --scalar (every parameter "
             "without a default needs one)"
         )
+
+
+def _positional(given: list[str], entry: EntryPoint, name: str) -> list[str]:
+    """The order an apply is called in: its parameters up to the last one given. One before it
+    that is not given cannot be skipped by position (its default lies in forward, which the
+    harness does not read), so it is refused."""
+    last = max(entry.parameters.index(n) for n in given)
+    skipped = [p for p in entry.parameters[:last] if p not in given]
+    if skipped:
+        raise BundleError(
+            f"{name} takes its arguments by position (a torch.autograd.Function's apply), so "
+            f"{skipped[0]}, before {entry.parameters[last]}, needs a --shape or --scalar too"
+        )
+    return entry.parameters[: last + 1]
 
 
 def _expression(text: str, arguments: list[str]) -> str:
@@ -356,9 +462,12 @@ def detect_target(backend: Backend, python: str, env: dict[str, str]) -> dict[st
 # ---- writing ------------------------------------------------------------------------------------
 
 
-def render_harness(entry: str, kernel_name: str, arguments: list[str], reference: str) -> str:
+def render_harness(
+    entry: str, kernel_name: str, arguments: list[str], reference: str, positional: list[str]
+) -> str:
     """harness.py from the template, for an expression reference or (FILE.py:FUNC) a function
-    of reference_kernel.py."""
+    of reference_kernel.py; an entry point called with its arguments by name, or (`positional`
+    not empty: an autograd Function's apply) in that order."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
         undefined=jinja2.StrictUndefined,
@@ -372,6 +481,7 @@ def render_harness(entry: str, kernel_name: str, arguments: list[str], reference
         entry_literal=repr(entry),
         kernel_name=kernel_name,
         arguments=arguments,
+        positional=tuple(positional),
         reference_function=file_reference["function"] if file_reference else "",
         reference_expression="" if file_reference else reference,
     )
@@ -396,8 +506,9 @@ def new_bundle(request: BundleRequest, validate: Validate | None) -> NewBundle:
     cases = parse_cases(request.shapes, request.scalars, request.dtype)
     params = cases[0]["parameters"]
     arguments = [*params["shapes"], *params["scalars"]]
-    names, required = entry_parameters(source, request.entry, kernel.name)
-    _check_arguments(arguments, names, required, request.entry)
+    entry = entry_parameters(source, request.entry, kernel.name)
+    _check_arguments(arguments, entry.parameters, entry.required, request.entry)
+    positional = _positional(arguments, entry, request.entry) if entry.positional else []
     ref_file = _reference_file(request.reference)
     expression = None if ref_file else _expression(request.reference, arguments)
     target = detect_target(
@@ -408,6 +519,7 @@ def new_bundle(request: BundleRequest, validate: Validate | None) -> NewBundle:
         kernel.name,
         arguments,
         f"{ref_file[0]}:{ref_file[1]}" if ref_file else expression or "",
+        positional,
     )
     files = {
         HARNESS: harness,
