@@ -3,7 +3,8 @@
 What counts as a knob (each an integer literal the source states, or a default it could state):
 - a `tl.constexpr` argument at a launch site `kernel[grid](..., BLOCK=128)` (keyword or
   positional), and `num_warps` / `num_stages` there (absent ones are knobs at Triton's default,
-  rewritten by inserting the keyword);
+  rewritten by inserting the keyword); a launch `kern[grid](...)` through a name bound once to a
+  kernel or to `a if c else b` of kernels is a launch of each;
 - a module-level or function-local constant that feeds one of those (`BLOCK = 256` ...
   `BLOCK=BLOCK`): the knob is the constant, named after it;
 - the `triton.Config` list of `@triton.autotune`: a one-config list gives its keys, `num_warps`
@@ -39,6 +40,7 @@ from optimizer.providers.knob_sites import (
     Scope,
     binder,
     caller_literals,
+    definition,
     dict_items,
     divisors,
     generated_configs,
@@ -120,6 +122,9 @@ class Knob(BaseModel):
     role: KnobRole
     origin: KnobOrigin
     kernel: str  # the @triton.jit function it configures
+    # The other kernels it configures: those a launch through a variable may launch (`kern =
+    # _a if c else _b`: its arguments are theirs too), another kernel's launch of one constant.
+    also: list[str] = []
     sites: list[Site]
     explicit: bool = True  # False: not written in the source (a Triton default)
     loop_step: bool = False  # the kernel walks a loop in steps of this value
@@ -309,7 +314,10 @@ class _Collector:
         self.covered: set[tuple[str, str]] = set()  # (kernel, parameter) some knob sets
         self.reported: set[str] = set()  # kernels (or kernel.parameter) already unreadable
         self.parents = parents_of(self.tree)
-        self.launch_calls: list[tuple[str, ast.Call]] = []  # (kernel, its `kernel[grid](...)`)
+        # (kernel, a `kernel[grid](...)` of it); a launch through a variable bound to several
+        # kernels (`kern = _a if c else _b`) is one pair per kernel
+        self.launch_calls: list[tuple[str, ast.Call]] = []
+        self.untraced: list[ast.Call] = []  # `x[grid](...)` calls tune traces to no kernel
         self.params: dict[str, set[str]] = {}  # knob name -> the parameters it sets
 
     # A knob found at several sites with the same value is one knob; different values are not.
@@ -331,14 +339,14 @@ class _Collector:
         loop_step = info is not None and bool({name, param} & set(info.loop_step_params))
         existing = self.knobs.get(name)
         if existing is not None:
-            if existing.sites[0] == sites[0]:
-                self.params[name].add(param or name)
-                return
-            if existing.value == value and existing.explicit == explicit:
+            same_site = existing.sites[0] == sites[0]
+            if same_site or (existing.value == value and existing.explicit == explicit):
+                known = kernel == existing.kernel or kernel in existing.also
                 self.knobs[name] = existing.model_copy(
                     update={
-                        "sites": [*existing.sites, *sites],
+                        "sites": existing.sites if same_site else [*existing.sites, *sites],
                         "loop_step": existing.loop_step or loop_step,
+                        "also": existing.also if known else [*existing.also, kernel],
                     }
                 )
                 self.params[name].add(param or name)
@@ -404,12 +412,17 @@ class _Collector:
         if not entries and param not in _COMPILE_KWARGS and role != KnobRole.BLOCK:
             return
         self.reported.add(f"{kernel}.{param}")
-        keys = sorted(set(entries) | self.launched.get((kernel, param), set()))
+        # the kernels one launch may launch (`kern = _a if c else _b`) share its arguments: the
+        # values any of them showed there are the keys of one table
+        site = [k for k, c in self.launch_calls if c is launch] or [kernel]
+        shown = [self.launched.get((k, param), set()) for k in site]
+        keys = sorted(set(entries).union(*shown))
         if not keys:
-            self.unreadable.append(
-                f"{kernel}.{param}: computed at run time ({_one_line(text)}) and no launch of "
-                f"{kernel} was observed"
-            )
+            if kernel == site[0]:  # one line for the launch, not one per kernel
+                self.unreadable.append(
+                    f"{kernel}.{param}: computed at run time ({_one_line(text)}) and no launch "
+                    f"of {' or '.join(site)} was observed"
+                )
             return
         at = self._value_sites(kernel, param, expr, computation, launch)
         if at is None:
@@ -485,7 +498,8 @@ class _Collector:
 
     def _unseen_blocks(self) -> None:
         """A block constexpr the launches showed that no knob sets (a `**cfg` tune cannot read,
-        a value from outside the file) is unreadable: the search would be blind to it."""
+        a launch tune cannot trace to the kernel) is unreadable: the search would be blind to
+        it."""
         for (kernel, param), values in sorted(self.launched.items(), key=lambda kv: kv[0]):
             info = self.kernels.get(kernel)
             if info is None or param in _COMPILE_KWARGS or (kernel, param) in self.covered:
@@ -497,21 +511,32 @@ class _Collector:
             shown = " and ".join(f"{param}={v}" for v in sorted(values))
             self.unreadable.append(
                 f"{kernel}.{param}: launched with {shown}, but no literal in the source sets it"
-                f"{self._how_passed(kernel)}"
+                f"{self._how_passed(kernel, param)}"
             )
 
-    def _how_passed(self, kernel: str) -> str:
-        """Where a launch of `kernel` hides its arguments (a `**name`), as a clause."""
-        for node in ast.walk(self.tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
-                continue
-            if _dotted(node.func.value) != kernel:
-                continue
-            hidden = [f"**{ast.unparse(kw.value)}" for kw in node.keywords if kw.arg is None]
-            hidden += [f"*{ast.unparse(a.value)}" for a in node.args if isinstance(a, ast.Starred)]
+    def _how_passed(self, kernel: str, param: str) -> str:
+        """Why no knob sets `param` of `kernel`, as a clause: a launch of it hides its
+        arguments (a `**name`), its launches leave the parameter out, or no launch in the file
+        is one tune traces to it (the kernel is launched through a name tune cannot follow, or
+        from another file)."""
+        calls = [call for k, call in self.launch_calls if k == kernel]
+        for call in calls:
+            hidden = [f"**{ast.unparse(kw.value)}" for kw in call.keywords if kw.arg is None]
+            hidden += [f"*{ast.unparse(a.value)}" for a in call.args if isinstance(a, ast.Starred)]
             if hidden:
                 return f" (the launch passes {hidden[0]}, which tune cannot trace to a literal)"
-        return " (it reaches the launch from outside this file's literals)"
+        if calls:
+            return f" (the launch at line {calls[0].lineno} does not pass {param})"
+        if self.untraced:
+            call = self.untraced[0]
+            assert isinstance(call.func, ast.Subscript)
+            return (
+                f" (tune traces no launch in this file to {kernel}: it cannot tell which kernel "
+                f"{_one_line(ast.unparse(call.func.value))}[...] at line {call.lineno} launches; "
+                "it follows a kernel's name, or a name bound once to a kernel or to "
+                "`a if c else b` of kernels)"
+            )
+        return f" (no launch of {kernel} is in this file: it is launched from another file)"
 
     def _table_site(self, expr: ast.expr, computation: ast.expr, key: int) -> Site:
         """The entry `key` of the table a computed value becomes: `expr` (a read of the
@@ -529,7 +554,9 @@ class _Collector:
         for kernel, values in self.observed:
             given = dict(values)
             names = [
-                k.name for k in keyed if k.kernel == kernel and given.get(k.param or "") == k.key
+                k.name
+                for k in keyed
+                if kernel in (k.kernel, *k.also) and given.get(k.param or "") == k.key
             ]
             if names and names not in out:
                 out.append(names)
@@ -597,19 +624,48 @@ class _Collector:
                 args += dict_items(scope.dicts.get(kw.value.id)) or []
         return args
 
+    def _kernels_of(self, expr: ast.expr, depth: int = 4) -> list[str]:
+        """The @triton.jit functions of this file that `expr[grid](...)` launches: `expr` names
+        one, or is a name its scope binds once (`depth` names deep) to one (`kern = _fwd`) or
+        to a conditional expression of them (`kern = _a if c else _b`, nested too), each
+        branch launched. [] for anything else (a parameter, a dict lookup, a name bound in
+        if/else branches): tune cannot tell what it launches."""
+        if (name := _dotted(expr)) in self.kernels:
+            return [name]
+        if isinstance(expr, ast.IfExp):
+            branches = [self._kernels_of(e, depth) for e in (expr.body, expr.orelse)]
+            return list(dict.fromkeys(branches[0] + branches[1])) if all(branches) else []
+        value = definition(expr, self.parents) if isinstance(expr, ast.Name) and depth else None
+        return [] if value is None else self._kernels_of(value, depth - 1)
+
     def _launch(
         self,
         call: ast.Call,
         scope: Scope,
         fn: ast.FunctionDef | ast.AsyncFunctionDef | None,
     ) -> None:
+        """A launch `x[grid](...)`: of each kernel x may be, as if it named the kernel. The
+        kernels the launches showed come first: a knob of the launch they share is theirs
+        (Knob.kernel, whose time orders the search), the others' too (Knob.also)."""
         if not isinstance(call.func, ast.Subscript):
             return
-        kernel_name = _dotted(call.func.value)
-        info = self.kernels.get(kernel_name)
-        if info is None:
+        kernels = self._kernels_of(call.func.value)
+        if not kernels:
+            self.untraced.append(call)
             return
-        self.launch_calls.append((kernel_name, call))
+        kernels.sort(key=lambda k: k not in {kernel for kernel, _ in self.launched})
+        self.launch_calls += [(k, call) for k in kernels]
+        for kernel in kernels:
+            self._launch_kernel(kernel, call, scope, fn)
+
+    def _launch_kernel(
+        self,
+        kernel_name: str,
+        call: ast.Call,
+        scope: Scope,
+        fn: ast.FunctionDef | ast.AsyncFunctionDef | None,
+    ) -> None:
+        info = self.kernels[kernel_name]
         autotuned = kernel_name in self.autotuned
         args = self._launch_args(call, info, scope)
         given = {p for p, _ in args}
@@ -903,7 +959,8 @@ def computed_values(source: str, observed: Observed) -> Observed:
     inverse: dict[tuple[str, str | None], dict[int, int]] = {}
     for k in find_knobs(source).knobs:
         if k.key is not None and k.value != k.key:
-            inverse.setdefault((k.kernel, k.param), {})[k.value] = k.key
+            for kernel in (k.kernel, *k.also):
+                inverse.setdefault((kernel, k.param), {})[k.value] = k.key
     return tuple(
         (kernel, tuple((p, inverse.get((kernel, p), {}).get(v, v)) for p, v in values))
         for kernel, values in observed

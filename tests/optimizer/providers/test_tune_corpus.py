@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from click.testing import CliRunner
 from conftest import make_context
 
@@ -20,6 +21,7 @@ from optimizer.providers.knobs import (
     KnobOrigin,
     KnobRole,
     apply_knobs,
+    computed_values,
     find_knobs,
     pin_autotune,
 )
@@ -58,6 +60,7 @@ STYLES = {
     "two_kernels": "SCALE_BLOCK",  # two kernels in one file
     "compile_vs_run": "APPLY_BLOCK",  # two kernels: the first launched is not the longest
     "helper_branches": "BLOCK_SIZE[256]",  # computed by a helper's branches, read by the grid
+    "kernel_variable": "BLOCK_SIZE[512]",  # kern = _a if c else _b; kern[grid](...)
 }
 
 
@@ -128,6 +131,12 @@ KNOB_SETS = {
         "BLOCK_SIZE[256]": B,
         "nw[4]": W,
         "nw[8]": W,
+        "num_stages": S,
+    },
+    "kernel_variable": {  # two cases, computed by a helper, launched through a variable
+        "BLOCK_SIZE[128]": B,
+        "BLOCK_SIZE[512]": B,
+        "num_warps[4]": W,
         "num_stages": S,
     },
 }
@@ -586,3 +595,126 @@ def test_a_launch_config_dict_gets_the_compile_keys_it_lacks_inserted_into_it():
         assert verify(build(tuned, {})["artifact"], {"parameters": {"n_rows": 2, "n_cols": 300}})[
             "passed"
         ]
+
+
+KERNEL_VARIABLE = (CORPUS / "kernel_variable" / "kernel.py").read_text()
+LAUNCH_THROUGH = "    kern[(n_rows,)](\n"  # the launch, not the docstring's mention
+NAMED = KERNEL_VARIABLE.replace(LAUNCH_THROUGH, "    _rms_norm_fwd[(n_rows,)](\n")
+
+
+def test_a_launch_through_a_variable_bound_to_either_kernel_is_read_as_a_launch_of_each():
+    """kernel_variable: `kern = _offset_rms_norm_fwd if offset else _rms_norm_fwd`, then
+    `kern[(n_rows,)](...)` (Unsloth's RMSNorm picks its Gemma variant so). tune matched a
+    launch by the kernel's name alone: the cases' launches of _rms_norm_fwd (blocks 128 and 512)
+    came from no launch it read, and the run ended knobs_unreadable, "from outside this file's
+    literals". Read as a launch of each kernel, it has the knobs of the same file launching
+    `_rms_norm_fwd[(n_rows,)](...)`, rewritten alike, and both kernels run the rewrite."""
+    observed = observed_values(observe("kernel_variable"))
+    space = find_knobs(KERNEL_VARIABLE, observed)
+    assert space.unreadable == []
+    assert space.values() == find_knobs(NAMED, observed).values()
+    assert space.launches == [
+        ["BLOCK_SIZE[128]", "num_warps[4]"],
+        ["BLOCK_SIZE[512]", "num_warps[4]"],
+    ]
+    block = space.by_name()["BLOCK_SIZE[512]"]
+    assert (block.kernel, block.also) == ("_rms_norm_fwd", ["_offset_rms_norm_fwd"])
+    tuned = apply_knobs(KERNEL_VARIABLE, {"BLOCK_SIZE[512]": 1024}, observed)
+    named = apply_knobs(NAMED, {"BLOCK_SIZE[512]": 1024}, observed)
+    assert tuned == named.replace("    _rms_norm_fwd[(n_rows,)](\n", LAUNCH_THROUGH)
+    assert "BLOCK_SIZE={512: 1024}.get(BLOCK_SIZE, BLOCK_SIZE)," in tuned
+    assert find_knobs(tuned).values()["BLOCK_SIZE[512]"] == 1024  # read back, nothing observed
+    build, verify, _ = make("rmsnorm")
+    fn = build(tuned, {})["artifact"]
+    x, w = torch.randn(2, 400), torch.randn(400)
+    with observing() as seen:
+        assert verify(fn, {"parameters": {"n_rows": 2, "n_cols": 400}})["passed"]
+        normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        assert torch.allclose(fn(x, w, offset=True), normed * (1 + w), atol=1e-3, rtol=1e-3)
+    shown = {(launch.kernel, launch.constexprs["BLOCK_SIZE"]) for launch in seen}
+    assert shown == {("_rms_norm_fwd", 1024), ("_offset_rms_norm_fwd", 1024)}
+    # a second run from the tuned source: both kernels' launches map back to the key 512
+    keys = {(k, dict(v)["BLOCK_SIZE"]) for k, v in computed_values(tuned, observed_values(seen))}
+    assert keys == {("_rms_norm_fwd", 512), ("_offset_rms_norm_fwd", 512)}
+
+
+BRANCH_BOUND = KERNEL_VARIABLE.replace(
+    "    kern = _offset_rms_norm_fwd if offset else _rms_norm_fwd\n",
+    "    if offset:\n        kern = _offset_rms_norm_fwd\n    else:\n        kern = _rms_norm_fwd\n",
+)
+
+
+def test_a_launch_tune_cannot_trace_to_a_kernel_is_named_as_the_reason_its_block_is_unreadable():
+    """`kern` bound in if/else branches (twice) is not traced: the launches' block is
+    unreadable, and the line says which launch tune could not follow, not that the value came
+    from outside the file. A kernel with no launch in the file is launched from another one."""
+    assert BRANCH_BOUND != KERNEL_VARIABLE
+    build, verify, _ = make("rmsnorm")
+    with observing() as seen:
+        case = {"parameters": {"n_rows": 2, "n_cols": 100}}
+        assert verify(build(BRANCH_BOUND, {})["artifact"], case)["passed"]
+    observed = observed_values(seen)
+    space = find_knobs(BRANCH_BOUND, observed)
+    assert space.knobs == []
+    line = BRANCH_BOUND[: BRANCH_BOUND.index(LAUNCH_THROUGH)].count("\n") + 1
+    unread = (
+        "_rms_norm_fwd.BLOCK_SIZE: launched with BLOCK_SIZE=128, but no literal in the source "
+        "sets it"
+    )
+    assert space.unreadable == [
+        f"{unread} (tune traces no launch in this file to _rms_norm_fwd: it cannot tell "
+        f"which kernel kern[...] at line {line} launches; it follows a kernel's name, or a name "
+        "bound once to a kernel or to `a if c else b` of kernels)"
+    ]
+    kernels_only = KERNEL_VARIABLE[: KERNEL_VARIABLE.index("def rmsnorm")]
+    assert find_knobs(kernels_only, observed).unreadable == [
+        f"{unread} (no launch of _rms_norm_fwd is in this file: it is launched from another file)"
+    ]
+
+
+@pytest.mark.slow  # a whole tune run over two cases (10-35 s on two cores)
+def test_a_tune_run_measures_a_kernel_launched_through_a_variable(tmp_path):
+    """The run the defect ended at once (knobs_unreadable, exit 2, no experiment) measures a
+    candidate that moves a computed block's table entry at `kern[(n_rows,)](...)`, verified
+    on both cases. One block per row starts at its best on the interpreter: no promotion is
+    expected."""
+    run = tune_run("kernel_variable", tmp_path)
+    assert run["stopping_reason"] != "knobs_unreadable", run["detail"]
+    measured = [e for e in run["experiments"] if e["outcome"] in ("promoted", "rejected")]
+    assert measured, [e["reason"] for e in run["experiments"]]
+    first = measured[0]
+    entries = {n: v for n, v in first["knobs"].items() if n.startswith("BLOCK_SIZE[")}
+    moved = [(n, v) for n, v in entries.items() if n != f"BLOCK_SIZE[{v}]"]
+    assert len(moved) == 1, first["knobs"]  # one table entry, off its key
+    ((name, value),) = moved
+    source = (tmp_path / "out" / "experiments" / first["candidate_id"] / "kernel.py").read_text()
+    table = (
+        f"{{{name.removeprefix('BLOCK_SIZE[').rstrip(']')}: {value}}}.get(BLOCK_SIZE, BLOCK_SIZE)"
+    )
+    assert f"{LAUNCH_THROUGH}        Y, Y.stride(0)" in source and f"BLOCK_SIZE={table}," in source
+    events = [env.event for env in read_envelopes(tmp_path / "out")]
+    verified = [
+        e for e in events if isinstance(e, CaseVerified) and e.candidate_id == first["candidate_id"]
+    ]
+    assert {e.case_id for e in verified} == {"narrow", "wide"} and all(e.passed for e in verified)
+
+
+HEURISTIC_FUNCTION = PARAMETER_DICT.replace(
+    "@triton.jit\n",
+    'def _block(args):\n    return 128\n\n\n@triton.heuristics({"BLOCK": _block})\n@triton.jit\n',
+).replace("(x, y, n, **cfg)", "(x, y, n)")
+
+
+def test_a_block_the_launch_leaves_to_a_heuristic_function_is_unreadable_so():
+    """`@triton.heuristics({"BLOCK": _block})` with a function, not a lambda, tune does not read:
+    the launch tune reads passes no BLOCK, and the line says so (it said the value came from
+    outside the file)."""
+    build, verify, _ = make("scale")
+    with observing() as seen:
+        case = {"parameters": {"n": 1000}}
+        assert verify(build(HEURISTIC_FUNCTION, {})["artifact"], case)["passed"]
+    line = HEURISTIC_FUNCTION[: HEURISTIC_FUNCTION.index("_scale_kernel[")].count("\n") + 1
+    assert find_knobs(HEURISTIC_FUNCTION, observed_values(seen)).unreadable == [
+        "_scale_kernel.BLOCK: launched with BLOCK=128, but no literal in the source sets it "
+        f"(the launch at line {line} does not pass BLOCK)"
+    ]

@@ -1,0 +1,1 @@
+../../corpus_harness.py
