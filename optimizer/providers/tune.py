@@ -37,7 +37,7 @@ from typing import Any
 
 from optimizer.bundle.spec import CaseSpec, TargetSpec
 from optimizer.decision.identity import raw_source_hash
-from optimizer.decision.pooling import Estimate, Measured, Measurement, pool_by
+from optimizer.decision.pooling import Z_99, Estimate, Measured, Measurement, log_se, pool_by
 from optimizer.evaluation.launches import dominant_first, observed_values
 from optimizer.providers import ProviderOptions, roofline_order
 from optimizer.providers.base import (
@@ -890,12 +890,23 @@ def _direction_evidence(s: _Search, name: str, d: int) -> tuple[float | None, st
         way = "raising" if d > 0 else "lowering"
         return None, f"{way} {name} from here is unexplored."
     gain, p, q = found
+    step = f"{name} {p.config[name]}→{q.config[name]}"
+    if q.score is None:
+        return gain, f"{step} hurt before (failed, {q.candidate_id})."
+    ses = [log_se(e) if e is not None else 0.0 for e in (p.estimate, q.estimate)]
+    if None in ses or not any(ses):  # no interval known: the point estimates alone
+        verb = "helped" if gain > 0 else "hurt"
+        return gain, f"{step} {verb} before ({math.exp(gain):.3g}x, {q.candidate_id})."
+    half = Z_99 * math.hypot(*(se or 0.0 for se in ses))
+    lo, hi = math.exp(gain - half), math.exp(gain + half)
+    interval = f"99% CI {lo:.3g}-{hi:.3g}"
+    if lo <= 1.0 <= hi:  # a point estimate inside the noise is no direction
+        return gain, (
+            f"{step} changed nothing clear before ({math.exp(gain):.3g}x, {interval}, "
+            f"{q.candidate_id})."
+        )
     verb = "helped" if gain > 0 else "hurt"
-    ratio = "failed" if q.score is None else f"{math.exp(gain):.3g}x"
-    return (
-        gain,
-        f"{name} {p.config[name]}→{q.config[name]} {verb} before ({ratio}, {q.candidate_id}).",
-    )
+    return gain, f"{step} {verb} before ({math.exp(gain):.3g}x, {interval}, {q.candidate_id})."
 
 
 def _inert(s: _Search, name: str) -> bool:

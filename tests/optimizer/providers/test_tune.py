@@ -674,3 +674,22 @@ def test_a_new_provider_counts_the_seeds_the_run_already_holds_as_after_a_resume
     second = TuneProvider().propose(two, lambda e: None)
     assert isinstance(second, Proposal) and second.knobs == {"BLOCK": 1024}
     assert "nearest history #2 (seed 2 of 2)" in second.evidence
+
+
+def test_a_step_whose_interval_holds_one_is_not_said_to_have_helped_or_hurt():
+    """A new user's LayerNorm run read "256→1024 helped before (1.09x, c002)" for a rejected
+    candidate whose 99% interval was 0.62-1.76: a point estimate inside the noise is no
+    direction. The evidence now carries the interval of the step and says so."""
+    base = knob_values(SOFTMAX)["BLOCK"]
+    said = []
+    for ci in [(0.62, 1.76), (1.05, 1.13), None]:
+        wider = measured_block("r1", "c001", base * 2, "rejected", 1.09, ci)
+        got = TuneProvider().propose(context(SOFTMAX, [wider], run_id="r1"), lambda e: None)
+        assert isinstance(got, Proposal)
+        said.append(got.evidence.split("measured on cpu-interpreter. ")[1])
+    step = f"BLOCK {base * 2}→{base}"
+    assert said == [
+        f"{step} changed nothing clear before (0.917x, 99% CI 0.545-1.55, baseline).",
+        f"{step} hurt before (0.917x, 99% CI 0.884-0.952, baseline).",
+        f"{step} hurt before (0.917x, baseline).",  # no interval known: the point alone
+    ]
