@@ -626,7 +626,7 @@ def history_cmd(kernel: str, store: Path, to_dir: Path) -> None:
     runs on one kind of device differ in their environment.
 
     KERNEL is a kernel_id ("softmax_kernel @ softmax/kernel.py"), the Triton kernel's name (the
-    first @triton.jit function of the file, "softmax_kernel"; not the Python function that
+    first @triton.jit function the file launches, "softmax_kernel"; not the Python function that
     `bundle new --entry` names), a normalized path ("softmax/kernel.py") or a bundle digest
     prefix ("3f2a9c", with or without "sha256:").
 

@@ -279,9 +279,28 @@ def _as_schema(store_path: Path, version: int, *statements: str) -> None:
     con.close()
 
 
+V10_KERNEL_NAME = (
+    r"regexp_extract(s.text, '@triton\.jit[^\n]*\n(?:[ \t]*@[^\n]*\n)*[ \t]*def[ \t]+"
+    r"([A-Za-z_][A-Za-z0-9_]*)', 1)"
+)  # what schema v10 named a run's kernel by: the first @triton.jit function of its source
+
+
+def as_schema_v10(store_path: Path) -> None:
+    """Turn a closed store into what tlxdb's store schema v10 wrote: each run's kernel the first
+    @triton.jit function of its baseline's source, launched or not (for tests of the upgrade to
+    v11)."""
+    _as_schema(
+        store_path,
+        10,
+        f"UPDATE proj_baselines SET entry_point = {V10_KERNEL_NAME} FROM proj_sources s "
+        "WHERE s.source_hash = proj_baselines.source_hash",
+    )
+
+
 def as_schema_v9(store_path: Path) -> None:
-    """Turn a closed store into what tlxdb's store schema v9 wrote: no instance columns on the
-    decisions (for tests and benchmarks of the upgrade to v10)."""
+    """Turn a closed store into what tlxdb's store schema v9 wrote: v10's, and no instance
+    columns on the decisions (for tests and benchmarks of the upgrade to v10)."""
+    as_schema_v10(store_path)
     drops = ("instance_df", "instance_sigma", "instance_pairs")
     _as_schema(store_path, 9, *(f"ALTER TABLE proj_decisions DROP COLUMN {c}" for c in drops))
 

@@ -1,5 +1,5 @@
--- The kernel identity of every run: its entry point (the first @triton.jit function of the
--- baseline source), its normalized path (the kernel file and the folder holding it, so
+-- The kernel identity of every run: its entry point (the first @triton.jit function the baseline
+-- source launches, else its first: tlx_kernel_name), its normalized path (the kernel file and the folder holding it, so
 -- /work/main/examples/softmax/kernel.py and /tmp/x/softmax/kernel.py are both softmax/kernel.py),
 -- the bundle digest and the device. kernel_id = entry_point @ kernel_file. baseline_source_hash: the
 -- source the run measured every speedup against (source_estimates pools only under one).

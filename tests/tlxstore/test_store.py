@@ -29,6 +29,7 @@ from tlxstore.store.sql import store_sql
 from tlxstore.testing import (
     as_schema_v8,
     as_schema_v9,
+    as_schema_v10,
     candidate_events,
     cut_short,
     envelopes,
@@ -343,7 +344,8 @@ def _with_instances(events: list) -> list:
     ]
 
 
-_as_v9 = as_schema_v9  # what tlxdb's store schema v9 wrote
+_as_v10 = as_schema_v10  # what tlxdb's store schema v10 wrote
+_as_v9 = as_schema_v9  # v9
 _as_v8 = as_schema_v8  # and v8
 
 
@@ -402,7 +404,7 @@ def _as_v3(store_path: Path) -> None:
     con.close()
 
 
-@pytest.mark.parametrize("older", [_as_v9, _as_v8, _as_v7, _as_v6, _as_v5, _as_v4, _as_v3])
+@pytest.mark.parametrize("older", [_as_v10, _as_v9, _as_v8, _as_v7, _as_v6, _as_v5, _as_v4, _as_v3])
 def test_an_older_store_is_upgraded_on_open_and_every_view_answers_as_before(tmp_path, older):
     """v4 projects what the views used to parse out of the events, v5 each run's candidate count
     and best promoted candidate, v6 windows and notes, v7 machine states, v8 each run's case
@@ -736,3 +738,47 @@ def test_a_store_that_cannot_be_written_keeps_its_stored_views(store_path):
         ("one",)
     ]
     con.close()
+
+
+# A matmul as the Triton tutorial writes it: a @triton.jit activation helper above the kernel.
+HELPER_FIRST = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def leaky_relu(x):
+    return tl.where(x >= 0, x, 0.01 * x)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK_M": 32})], key=["M"])
+@triton.jit
+def matmul_kernel(a_ptr, c_ptr, M, BLOCK_M: tl.constexpr):
+    x = leaky_relu(tl.load(a_ptr + tl.arange(0, BLOCK_M)))
+    tl.store(c_ptr + tl.arange(0, BLOCK_M), x)
+
+
+def matmul(a):
+    c = a.new_empty(a.shape)
+    grid = lambda META: (triton.cdiv(a.shape[0], META["BLOCK_M"]),)
+    matmul_kernel[grid](a, c, a.shape[0])
+    return c
+"""
+
+
+def test_a_run_is_known_by_the_kernel_it_launches_not_a_jit_helper_above_it(store_path):
+    """A new user's tutorial matmul was filed as `leaky_relu @ ...` (the first @triton.jit
+    function of the file) and `tlxdb history matmul_kernel` found no run. The kernel is the
+    first one the source launches (`name[grid](...)`); a v10 store is re-projected on open."""
+    store = Store(store_path)
+    store.ingest(envelopes("mm", [run_started(), *candidate_events(BASELINE_ID, HELPER_FIRST)]))
+    named = "SELECT entry_point, kernel_id FROM run_identity"
+    assert queries.query(store, named).to_pylist() == [
+        {"entry_point": "matmul_kernel", "kernel_id": "matmul_kernel @ k/kernel.py"}
+    ]
+    store.close()
+    as_schema_v10(store_path)
+    con = duckdb.connect(str(store_path), read_only=True)
+    assert con.execute("SELECT entry_point FROM proj_baselines").fetchall() == [("leaky_relu",)]
+    con.close()
+    store = Store(store_path)
+    assert queries.query(store, named).to_pylist()[0]["entry_point"] == "matmul_kernel"

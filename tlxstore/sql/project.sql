@@ -173,7 +173,7 @@ WHERE NOT EXISTS (SELECT 1 FROM known s WHERE s.source_key = n.k AND s.source_ha
 
 -- after the sources: a baseline's source is stored before it is proposed
 INSERT INTO proj_baselines
-SELECT c.run_id, c.seq, c.p.source_hash, regexp_extract(s.text, '@triton\.jit[^\n]*\n(?:[ \t]*@[^\n]*\n)*[ \t]*def[ \t]+([A-Za-z_][A-Za-z0-9_]*)', 1)
+SELECT c.run_id, c.seq, c.p.source_hash, tlx_kernel_name(s.text)
 FROM (
     SELECT run_id, seq, from_json(payload, '{"candidate_id": "VARCHAR", "source_hash": "VARCHAR"}') AS p
     FROM unprojected WHERE type = 'CandidateProposed'

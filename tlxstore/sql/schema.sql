@@ -233,7 +233,8 @@ CREATE TABLE proj_exchanges (
 );
 
 -- one row per baseline proposed (candidate_id 'baseline'): the entry point its source names (the
--- first @triton.jit function; '' when none, NULL when its source is not stored), for run_identity
+-- first @triton.jit function it launches, else its first: macros.sql tlx_kernel_name; '' when
+-- none, NULL when its source is not stored), for run_identity
 CREATE TABLE proj_baselines (
     run_id VARCHAR NOT NULL,
     seq BIGINT NOT NULL,

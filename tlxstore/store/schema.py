@@ -1,5 +1,5 @@
 """The store file's tables and their version: creating them, checking a file is a store this
-tlxdb can read, and upgrading an older one (tlxstore/sql/schema.sql, upgrade_v2.sql .. upgrade_v10.sql)."""
+tlxdb can read, and upgrading an older one (tlxstore/sql/schema.sql, upgrade_v2.sql .. upgrade_v11.sql)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from tlxstore.store.sql import ALIAS, store_sql
 # --prior-run runs (proj_run_inputs); 9: the instance of each sample and machine state; 10: what
 # a decision's interval carried of instances (proj_decisions.instance_*). An older store is
 # upgraded on open, one step after another.
-STORE_SCHEMA_VERSION = 10
-# the tables a step creates that project.sql fills: the step fills them for the events projected
+STORE_SCHEMA_VERSION = 11
+# the tables a step creates (or empties) that project.sql fills: the step fills them for the events projected
 # before it, with project.sql's own statements for them, over the temporary tables those read
 # (`unprojected`, `decided`), which the step makes
 NEW_PROJECTIONS = {
@@ -36,6 +36,7 @@ NEW_PROJECTIONS = {
     ),
     5: ("proj_run_candidates",),
     8: ("proj_run_inputs",),
+    11: ("proj_baselines",),  # emptied by the step: every baseline projected again
 }
 _TEMPORARY = ("unprojected", "decided")
 
@@ -92,7 +93,8 @@ def upgrade(con: duckdb.DuckDBPyConnection) -> None:
     upgrade_v5.sql: each run's candidate count and best promoted candidate; upgrade_v6.sql:
     measurement windows and notes; upgrade_v7.sql: the machine's state per benchmark call;
     upgrade_v8.sql: each run's case parameters and prior runs; upgrade_v9.sql: the instance a
-    benchmark call measured; upgrade_v10.sql: what a decision's interval carried of instances).
+    benchmark call measured; upgrade_v10.sql: what a decision's interval carried of instances; upgrade_v11.sql: a run's
+    kernel is the first @triton.jit function its baseline launches).
     Nothing is done
     when another process upgraded it meanwhile."""
     row = con.execute("SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'").fetchone()
