@@ -41,6 +41,7 @@ from optimizer.evaluation.requests import EvalRequest, EvalSummary
 from tlxstore.errors import ConfigError
 from tlxstore.events import (
     BASELINE_ID,
+    BuildFinished,
     CaseVerified,
     Event,
     FailureKind,
@@ -189,22 +190,23 @@ def _tlxdb_function(fn):
     return spoiled
 
 
-class _tlxdb_Kernel:
-    def __init__(self, kernel):
-        self._tlxdb_kernel = kernel
+# A kernel stays the object Triton made (a @triton.jit helper another kernel calls must still
+# be one when that kernel compiles); only its class becomes a subclass whose launch,
+# kernel[grid](...), spoils the launch's tensor arguments.
+def _tlxdb_kernel_class(base):
+    class Spoiled(base):
+        def __getitem__(self, grid):
+            launch = super().__getitem__(grid)
 
-    def __getitem__(self, grid):
-        launch = self._tlxdb_kernel[grid]
+            def spoiled(*args, **kwargs):
+                result = launch(*args, **kwargs)
+                _tlxdb_spoil_in_place([*args, *kwargs.values()])
+                return result
 
-        def spoiled(*args, **kwargs):
-            result = launch(*args, **kwargs)
-            _tlxdb_spoil_in_place([*args, *kwargs.values()])
-            return result
+            return spoiled
 
-        return spoiled
-
-    def __getattr__(self, name):
-        return getattr(self._tlxdb_kernel, name)
+    Spoiled.__name__, Spoiled.__qualname__ = base.__name__, base.__qualname__
+    return Spoiled
 
 
 def _tlxdb_spoil_module(names):
@@ -216,7 +218,7 @@ def _tlxdb_spoil_module(names):
                 if method in vars(value):
                     setattr(value, method, _tlxdb_function(vars(value)[method]))
         elif hasattr(value, "__getitem__") and type(value).__module__.startswith("triton"):
-            names[name] = _tlxdb_Kernel(value)
+            value.__class__ = _tlxdb_kernel_class(type(value))
         elif callable(value) and getattr(value, "__module__", None) == __name__:
             names[name] = _tlxdb_function(value)
 
@@ -437,6 +439,7 @@ class _Probe(BaseModel):
     built: bool
     accepted: bool
     launched: frozenset[str] = frozenset()
+    why_not_built: str = ""  # the last line of the build's diagnostics, when it did not build
 
 
 def _probe(evaluator: Evaluator, candidate_id: str, source: str, timeout_s: float) -> _Probe:
@@ -463,7 +466,19 @@ def _probe(evaluator: Evaluator, candidate_id: str, source: str, timeout_s: floa
         if isinstance(e, LaunchesObserved) and e.case_id in protected
         for launch in e.launches
     )
-    return _Probe(built=summary.built, accepted=bool(verdicts) and all(verdicts), launched=launched)
+    failed = [e.diagnostics for e in sink if isinstance(e, BuildFinished) and not e.success]
+    return _Probe(
+        built=summary.built,
+        accepted=bool(verdicts) and all(verdicts),
+        launched=launched,
+        why_not_built=_last_line(failed[-1]) if failed else "",
+    )
+
+
+def _inconclusive(name: str, mutant: str, probe: _Probe) -> ValidationCheck:
+    """A negative check whose mutant did not build: a warning saying why, where the build did."""
+    why = f" ({probe.why_not_built})" if probe.why_not_built else ""
+    return _warned(name, f"inconclusive: the kernel with {mutant} did not build{why}")
 
 
 def _unbuildable_check(evaluator: Evaluator, source: str, timeout_s: float) -> ValidationCheck:
@@ -484,7 +499,7 @@ def _wrong_output_check(evaluator: Evaluator, source: str, timeout_s: float) -> 
         )
         spoiled = marker.exists()
     if not wrong.built:
-        return _warned(name, "inconclusive: the kernel with spoiled results did not build")
+        return _inconclusive(name, "spoiled results", wrong)
     if not wrong.accepted:
         return _passed(name, "verify() refused a kernel whose results are NaN")
     how = "" if spoiled else " (the kernel's code never ran)"
@@ -500,7 +515,7 @@ def _wrong_answer_check(evaluator: Evaluator, source: str, timeout_s: float) -> 
         return _passed(name, "not run: the kernel has no store call to perturb")
     wrong = _probe(evaluator, "negative-wrong-answer", mutant.source, timeout_s)
     if not wrong.built:
-        return _warned(name, "inconclusive: the kernel with perturbed stores did not build")
+        return _inconclusive(name, "perturbed stores", wrong)
     if not wrong.accepted:
         return _passed(name, "verify() refused a kernel whose stored values are off by 1.0")
     ran = sorted(wrong.launched & mutant.kernels)

@@ -233,3 +233,50 @@ def test_an_existing_bundle_is_never_overwritten(tmp_path):
     assert "already exists; tlxdb bundle new never overwrites a bundle" in made.stderr
     assert [p.name for p in (tmp_path / "bundle").iterdir()] == ["harness.py"]
     assert (tmp_path / "bundle" / "harness.py").read_text() == "# mine\n"
+
+
+HELPER = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def twice(v):
+    return v * 2
+
+
+@triton.jit
+def double_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, twice(tl.load(x_ptr + offs, mask=mask)), mask=mask)
+
+
+def double(x):
+    out = torch.empty_like(x)
+    double_kernel[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128)
+    return out
+"""
+
+
+@pytest.mark.slow
+def test_a_kernel_that_calls_a_jit_helper_passes_the_nan_check(tmp_path):
+    """The NaN mutant replaced every @triton.jit object of the module with a wrapper, the helper
+    too, so the kernel calling it no longer compiled: `negative:wrong_output` was inconclusive
+    (a WARN) and --strict-validation refused a correct bundle (a new user's scale kernel)."""
+    (tmp_path / "double.py").write_text(HELPER)
+    made = cli(
+        "bundle", "new", "--kernel", str(tmp_path / "double.py"), "--entry", "double",
+        "--reference", "x * 2", "--shape", "x=300", "--out", str(tmp_path / "bundle"),
+        "--backend", "cpu",
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert "PASS  negative:wrong_output  verify() refused a kernel whose results are NaN" in (
+        made.stdout
+    )
+    strict = cli(
+        "validate", "--kernel", str(tmp_path / "double.py"), "--bundle", str(tmp_path / "bundle"),
+        "--strict-validation",
+    )  # fmt: skip
+    assert strict.exit_code == 0, strict.output

@@ -507,6 +507,29 @@ def test_validate_prints_a_pass_fail_table(tmp_path):
     assert "time attributed to add_kernel" in r.stdout
 
 
+CHOOSY_BUILD = """
+
+_known_build = build
+
+
+def build(kernel_source, target):
+    if "_tlxdb_spoil_module" in kernel_source:
+        raise ValueError("this harness builds only the kernels it knows")
+    return _known_build(kernel_source, target)
+"""
+
+
+@pytest.mark.slow
+def test_a_negative_check_whose_mutant_does_not_build_warns_and_says_why(tmp_path):
+    bundle = vecadd_bundle(tmp_path / "bundle", harness_append=CHOOSY_BUILD)
+    r = _invoke(["validate", "--kernel", str(KERNEL), "--bundle", str(bundle), "--max-cv", "5"])
+    assert r.exit_code == 0, r.output
+    assert (
+        "WARN  negative:wrong_output  inconclusive: the kernel with spoiled results did not build "
+        "(ValueError: this harness builds only the kernels it knows)"
+    ) in r.stdout
+
+
 def test_validate_fails_with_exit_1_and_the_failing_check(tmp_path):
     bundle = vecadd_bundle(tmp_path / "bundle", harness_append="\ndel verify\n")
     r = _invoke(["validate", "--kernel", str(KERNEL), "--bundle", str(bundle)])
