@@ -254,9 +254,12 @@ def _warned(name: str, detail: str) -> ValidationCheck:
 # error, what to add to the failure).
 KNOWN_CAUSES = {
     "0 active drivers": (
-        "Triton found no GPU driver: triton.testing.do_bench, and an @triton.autotune list of "
-        "more than one config, need a GPU; on the interpreter (TRITON_INTERPRET=1) time the call "
-        "with a CPU clock (time.perf_counter) and give the kernel one config (docs/TUNE.md)"
+        "Triton found no GPU driver: what asks Triton for the GPU needs one (a device query such "
+        "as driver.active.utils.get_device_properties, a kernel's .warmup(), "
+        "triton.testing.do_bench, an @triton.autotune list of more than one config); on the "
+        "interpreter (TRITON_INTERPRET=1) time the call with a CPU clock (time.perf_counter), "
+        "give the kernel one config and take device numbers (the SM count) from a constant "
+        "(docs/TUNE.md)"
     ),
 }
 

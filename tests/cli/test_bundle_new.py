@@ -260,17 +260,22 @@ def double(x):
 """
 
 
+def new_double_bundle(tmp: Path, kernel_text: str) -> Result:
+    """`bundle new` on the interpreter for `double` of `kernel_text`, written to tmp/double.py."""
+    (tmp / "double.py").write_text(kernel_text)
+    return cli(
+        "bundle", "new", "--kernel", str(tmp / "double.py"), "--entry", "double",
+        "--reference", "x * 2", "--shape", "x=300", "--out", str(tmp / "bundle"),
+        "--backend", "cpu",
+    )  # fmt: skip
+
+
 @pytest.mark.slow
 def test_a_kernel_that_calls_a_jit_helper_passes_the_nan_check(tmp_path):
     """The NaN mutant replaced every @triton.jit object of the module with a wrapper, the helper
     too, so the kernel calling it no longer compiled: `negative:wrong_output` was inconclusive
     (a WARN) and --strict-validation refused a correct bundle (a new user's scale kernel)."""
-    (tmp_path / "double.py").write_text(HELPER)
-    made = cli(
-        "bundle", "new", "--kernel", str(tmp_path / "double.py"), "--entry", "double",
-        "--reference", "x * 2", "--shape", "x=300", "--out", str(tmp_path / "bundle"),
-        "--backend", "cpu",
-    )  # fmt: skip
+    made = new_double_bundle(tmp_path, HELPER)
     assert made.exit_code == 0, made.output
     assert "PASS  negative:wrong_output  verify() refused a kernel whose results are NaN" in (
         made.stdout
@@ -280,3 +285,24 @@ def test_a_kernel_that_calls_a_jit_helper_passes_the_nan_check(tmp_path):
         "--strict-validation",
     )  # fmt: skip
     assert strict.exit_code == 0, strict.output
+
+
+# The tutorial's persistent softmax reads the GPU's properties when its file is imported.
+GPU_AT_IMPORT = HELPER.replace(
+    "import triton.language as tl\n",
+    "import triton.language as tl\nfrom triton.runtime import driver\n\n"
+    "PROPERTIES = driver.active.utils.get_device_properties(0)\n",
+)
+
+
+@pytest.mark.slow
+def test_a_kernel_file_that_queries_the_gpu_at_import_is_refused_with_its_line(tmp_path):
+    """On the interpreter Triton has no driver: the failure names the kernel file's line that
+    asked for the GPU and what to do, not only do_bench and autotune (a new user's case)."""
+    made = new_double_bundle(tmp_path, GPU_AT_IMPORT)
+    assert made.exit_code == 1, made.output
+    (line,) = [ln for ln in made.stdout.splitlines() if ln.startswith("FAIL")]
+    assert line.split()[1] == "baseline:build" and "0 active drivers" in line, line
+    assert "(kernel file line 7: PROPERTIES = driver.active.utils.get_device_properties(0))" in line
+    assert "take device numbers (the SM count) from a constant" in line
+    assert not (tmp_path / "bundle").exists()
