@@ -1,4 +1,4 @@
-"""The benchmark scripts' figures as small PNG files: benchmarks/results/ is kept under 2 MB
+"""The benchmark scripts' figures as small PNG files: benchmarks/results/ is kept under 2.6 MB
 (tests/test_results_figures.py), and a line plot needs few colours. `save_png` renders at 72 dpi
 and stores a palette of at most 64 colours (Pillow, which matplotlib needs anyway): the noise
 simulation's figure went from 72 KB to 18 KB, the A/A figure from 27 KB to 8 KB."""
