@@ -285,10 +285,22 @@ V10_KERNEL_NAME = (
 )  # what schema v10 named a run's kernel by: the first @triton.jit function of its source
 
 
+def as_schema_v11(store_path: Path) -> None:
+    """Turn a closed store into what tlxdb's store schema v11 wrote: each run's candidate count
+    with its baseline among them (for tests of the upgrade to v12)."""
+    _as_schema(
+        store_path,
+        11,
+        "UPDATE proj_run_candidates SET candidates = candidates + 1 WHERE run_id IN "
+        "(SELECT run_id FROM proj_candidates WHERE candidate_id = 'baseline')",
+    )
+
+
 def as_schema_v10(store_path: Path) -> None:
-    """Turn a closed store into what tlxdb's store schema v10 wrote: each run's kernel the first
-    @triton.jit function of its baseline's source, launched or not (for tests of the upgrade to
-    v11)."""
+    """Turn a closed store into what tlxdb's store schema v10 wrote: v11's, and each run's kernel
+    the first @triton.jit function of its baseline's source, launched or not (for tests of the
+    upgrade to v11)."""
+    as_schema_v11(store_path)
     _as_schema(
         store_path,
         10,

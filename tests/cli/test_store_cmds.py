@@ -47,7 +47,7 @@ def test_runs_lists_the_runs_newest_first(filled, tmp_path):
     assert [r["run_id"] for r in rows][
         0
     ] == "r20261130-120000-aaaaaa"  # the TLX import is dated 1970
-    assert rows[0]["winner_id"] == "c002" and rows[0]["candidates"] == 3
+    assert rows[0]["winner_id"] == "c002" and rows[0]["candidates"] == 2
 
 
 def test_runs_uses_tlxdb_store_by_default(filled, monkeypatch):

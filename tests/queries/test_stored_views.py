@@ -36,7 +36,7 @@ def test_a_plain_duckdb_client_sees_every_view_with_its_rows(store_path):
         "SELECT status, winner_id, candidates FROM runs WHERE run_id = 'r1'"
     ).fetchone()
     con.close()
-    assert row == ("finished", "c002", 3)
+    assert row == ("finished", "c002", 2)
 
 
 def test_views_of_another_definition_are_replaced_on_open(store_path, monkeypatch):

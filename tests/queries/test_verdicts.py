@@ -90,7 +90,7 @@ def fold_verdicts(states: list[RunState]) -> dict[str, Any]:
                 winner and winner.proposal.source_hash,
                 winner and winner.decision and winner.decision.speedup,
                 f and f.speedup,
-                len(s.candidates),
+                sum(cid != BASELINE_ID for cid in s.candidates),  # the baseline aside
             )
         )
     return _sorted(out)

@@ -84,7 +84,7 @@ def test_runs_view_shows_start_and_finish(store_path):
     _ingest(store, "r2", small_run(1)[:-1])  # still running
     rows = {r["run_id"]: r for r in queries.view(store, "runs").to_pylist()}
     assert rows["r1"]["stopping_reason"] == "max_rounds" and rows["r1"]["winner_id"] == "c002"
-    assert rows["r1"]["candidates"] == 3 and rows["r1"]["events"] == len(small_run(2))
+    assert rows["r1"]["candidates"] == 2 and rows["r1"]["events"] == len(small_run(2))
     assert rows["r2"]["finished_at"] is None and rows["r2"]["device_kind"] == "cpu-interpreter"
 
 

@@ -30,6 +30,7 @@ from tlxstore.testing import (
     as_schema_v8,
     as_schema_v9,
     as_schema_v10,
+    as_schema_v11,
     candidate_events,
     cut_short,
     envelopes,
@@ -617,10 +618,10 @@ CANDIDATES = [
 def test_each_run_keeps_its_candidate_count_and_best_promoted_candidate_pass_by_pass(
     store_path, per_ingest
 ):
-    """proj_run_candidates, which the runs view reads, holds what every
-    decision of the run says, whether its decisions come one ingest (one pass) at a time, as
-    the loop's do, or all in one: a candidate decided again and refused leaves the promoted
-    ones, and the next best becomes the best."""
+    """proj_run_candidates, which the runs view reads, holds the number of candidates (the
+    baseline aside) and what every decision of the run says, whether its decisions come one
+    ingest (one pass) at a time, as the loop's do, or all in one: a candidate decided again and
+    refused leaves the promoted ones, and the next best becomes the best."""
     store = Store(store_path)
     store.ingest(envelopes("r1", [run_started()]))
     seq = 1
@@ -629,10 +630,10 @@ def test_each_run_keeps_its_candidate_count_and_best_promoted_candidate_pass_by_
         store.ingest(envelopes("r1", batch, start=seq))
         seq += len(batch)
         if i == 2:  # the baseline, c001 and c002 stored
-            assert _promoted(store) == [("r1", 3, {("c001", 1.25), ("c002", 2.0)}, "c002", 2.0)]
+            assert _promoted(store) == [("r1", 2, {("c001", 1.25), ("c002", 2.0)}, "c002", 2.0)]
     assert store.projection_lag() == 0
-    assert _promoted(store) == [("r1", 5, {("c001", 1.25), ("c004", 1.25)}, "c001", 1.25)]
-    assert queries.query(store, "SELECT candidates FROM runs").to_pylist() == [{"candidates": 5}]
+    assert _promoted(store) == [("r1", 4, {("c001", 1.25), ("c004", 1.25)}, "c001", 1.25)]
+    assert queries.query(store, "SELECT candidates FROM runs").to_pylist() == [{"candidates": 4}]
 
 
 def _promoted(store: Store) -> list[tuple]:
@@ -782,3 +783,29 @@ def test_a_run_is_known_by_the_kernel_it_launches_not_a_jit_helper_above_it(stor
     con.close()
     store = Store(store_path)
     assert queries.query(store, named).to_pylist()[0]["entry_point"] == "matmul_kernel"
+
+
+def test_a_runs_candidate_count_leaves_the_baseline_aside_and_a_v11_store_is_corrected(
+    store_path,
+):
+    """`tlxdb runs` read 13 candidates for a run of 12 (the H100 softmax run of 2026-12-05): the
+    baseline's proposal was counted. The count is the candidates tried, as the result JSON's
+    experiments; a v11 store's counts are corrected on open, and a run proposed in two ingests
+    (the baseline in the first) counts the same."""
+    store = Store(store_path)
+    whole, parts = small_run(3), small_run(2, tag="b")
+    store.ingest(envelopes("whole", whole))
+    cut = next(i for i, e in enumerate(parts) if getattr(e, "candidate_id", None) == "c001")
+    store.ingest(envelopes("parts", parts[:cut]))
+    store.ingest(envelopes("parts", parts[cut:], start=cut))
+    counts = "SELECT run_id, candidates FROM runs ORDER BY run_id"
+    expected = [{"run_id": "parts", "candidates": 2}, {"run_id": "whole", "candidates": 3}]
+    assert queries.query(store, counts).to_pylist() == expected
+    store.close()
+    as_schema_v11(store_path)
+    con = duckdb.connect(str(store_path), read_only=True)
+    stored = "SELECT candidates FROM proj_run_candidates ORDER BY run_id"
+    assert con.execute(stored).fetchall() == [(3,), (4,)]
+    con.close()
+    store = Store(store_path)
+    assert queries.query(store, counts).to_pylist() == expected

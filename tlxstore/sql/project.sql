@@ -47,15 +47,19 @@ FROM (
 ) c
 LEFT JOIN proj_runs r ON r.run_id = c.run_id;
 
--- each run's candidate count: this pass's proposals added to it, then a row for each run that had
--- none (its first proposals). Not one MERGE: DuckLake writes a MERGE's new rows to a Parquet file
--- of their own, where an INSERT's few rows stay inlined in its catalog.
+-- each run's candidate count, the baseline aside (schema v12; a run of 12 candidates read 13): this
+-- pass's proposals added to it, then a row for each run that had none (its first proposals). Not
+-- one MERGE: DuckLake writes a MERGE's new rows to a Parquet file of their own, where an INSERT's
+-- few rows stay inlined in its catalog.
 UPDATE proj_run_candidates SET candidates = candidates + s.n
-FROM (SELECT run_id, count(*) AS n FROM unprojected WHERE type = 'CandidateProposed' GROUP BY run_id) s
+FROM (
+    SELECT run_id, count(*) FILTER (WHERE payload->>'candidate_id' IS DISTINCT FROM 'baseline') AS n
+    FROM unprojected WHERE type = 'CandidateProposed' GROUP BY run_id
+) s
 WHERE s.run_id = proj_run_candidates.run_id;
 
 INSERT INTO proj_run_candidates (run_id, candidates)
-SELECT run_id, count(*)
+SELECT run_id, count(*) FILTER (WHERE payload->>'candidate_id' IS DISTINCT FROM 'baseline')
 FROM unprojected WHERE type = 'CandidateProposed'
     AND run_id NOT IN (SELECT run_id FROM proj_run_candidates)
 GROUP BY run_id;

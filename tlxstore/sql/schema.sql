@@ -242,8 +242,9 @@ CREATE TABLE proj_baselines (
     entry_point VARCHAR
 );
 
--- store schema v5: one row per run that proposed a candidate: how many it proposed (its
--- proj_candidates rows); `promoted`, each of its proposed candidates, the baseline aside, whose
+-- store schema v5: one row per run that proposed a candidate: how many it proposed, the baseline
+-- aside (its proj_candidates rows but the baseline's; v12: the baseline was counted before);
+-- `promoted`, each of its proposed candidates, the baseline aside, whose
 -- last decision promoted it with a speedup, with that speedup, in candidate_id order (NULL when
 -- none); and the best of them (the highest speedup, the first candidate_id on a tie), which
 -- kernel_history reads. Kept by each projection pass for the runs it touches, so no view reads

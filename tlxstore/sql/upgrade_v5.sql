@@ -11,8 +11,9 @@ CREATE TABLE proj_run_candidates (
     best_candidate_id VARCHAR,
     best_speedup DOUBLE
 );
-CREATE OR REPLACE TEMPORARY TABLE unprojected AS
-SELECT run_id, 'CandidateProposed' AS type FROM proj_candidates;
+CREATE OR REPLACE TEMPORARY TABLE unprojected AS  -- no payload: every candidate counts, the
+SELECT run_id, 'CandidateProposed' AS type, NULL::VARCHAR AS payload  -- baseline too, until v12
+FROM proj_candidates;
 CREATE OR REPLACE TEMPORARY TABLE decided AS
 SELECT run_id, candidate_id, seq, outcome, speedup, source_key FROM proj_decisions;
 UPDATE tlxdb_meta SET value = '5' WHERE key = 'store_schema_version';

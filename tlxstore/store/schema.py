@@ -1,5 +1,5 @@
 """The store file's tables and their version: creating them, checking a file is a store this
-tlxdb can read, and upgrading an older one (tlxstore/sql/schema.sql, upgrade_v2.sql .. upgrade_v11.sql)."""
+tlxdb can read, and upgrading an older one (tlxstore/sql/schema.sql, upgrade_v2.sql .. upgrade_v12.sql)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,10 @@ from tlxstore.store.sql import ALIAS, store_sql
 # candidate); 6: measurement windows and notes (proj_samples.window_id, proj_notes); 7: the
 # machine's state per benchmark call (proj_machine); 8: each run's case parameters and
 # --prior-run runs (proj_run_inputs); 9: the instance of each sample and machine state; 10: what
-# a decision's interval carried of instances (proj_decisions.instance_*). An older store is
-# upgraded on open, one step after another.
-STORE_SCHEMA_VERSION = 11
+# a decision's interval carried of instances (proj_decisions.instance_*); 11: a run's kernel is the
+# first @triton.jit function its baseline launches; 12: a run's candidate count leaves the
+# baseline aside. An older store is upgraded on open, one step after another.
+STORE_SCHEMA_VERSION = 12
 # the tables a step creates (or empties) that project.sql fills: the step fills them for the events projected
 # before it, with project.sql's own statements for them, over the temporary tables those read
 # (`unprojected`, `decided`), which the step makes
@@ -94,7 +95,8 @@ def upgrade(con: duckdb.DuckDBPyConnection) -> None:
     measurement windows and notes; upgrade_v7.sql: the machine's state per benchmark call;
     upgrade_v8.sql: each run's case parameters and prior runs; upgrade_v9.sql: the instance a
     benchmark call measured; upgrade_v10.sql: what a decision's interval carried of instances; upgrade_v11.sql: a run's
-    kernel is the first @triton.jit function its baseline launches).
+    kernel is the first @triton.jit function its baseline launches; upgrade_v12.sql: a run's
+    candidate count leaves the baseline aside).
     Nothing is done
     when another process upgraded it meanwhile."""
     row = con.execute("SELECT value FROM tlxdb_meta WHERE key = 'store_schema_version'").fetchone()
