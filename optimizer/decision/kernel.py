@@ -10,9 +10,9 @@
   the one profiled in the candidate's own ncu process right after it (REFERENCE_DURATION), else
   the baseline's own profile (another process, minutes earlier). The bar is NCU_VETO plus the
   noise of one launch against one launch, read from the run's own evidence (`veto_bar`): every
-  launch of the baseline's kernel ncu profiled in this run on that case (its own profile, and one
-  beside each candidate since) is a draw of the same kernel, so their spread is how far two
-  launches of one kernel fall apart here. (The TLX agent lifts the veto when the benchmark itself
+  launch of the baseline's kernel ncu profiled in this run on that case (two in its own profile,
+  and one beside each candidate since) is a draw of the same kernel, so their spread is how far
+  two launches of one kernel fall apart here. (The TLX agent lifts the veto when the benchmark itself
   ran under the profiler; tlxdb never benchmarks under ncu.)
 - `assess`: the roofline of each case (time from ncu, else Proton, else the benchmark median;
   bytes from ncu's DRAM counters, else the harness's bytes_moved; flops from the harness, else
@@ -40,7 +40,8 @@ NCU_VETO = 0.01  # main-kernel ncu duration more than 1% (plus the launch noise)
 VETO_Z = 2.326  # the one-sided 99% quantile of the normal distribution
 MIN_BASELINE_LAUNCHES = 3
 """Launches of the baseline's kernel a case needs before their spread widens the veto's bar;
-with fewer, the bar is NCU_VETO alone. Measured: on an H100 A/A run (benchmarks/results/
+with fewer, the bar is NCU_VETO alone (the baseline's own profile takes two, so the first candidate
+has three). Measured: on an H100 A/A run (benchmarks/results/
 h100_ncu_pairing_2026-12-05) the ratio of an unchanged kernel's launch to the baseline's beside it
 spanned 0.975-1.043 on a 13 us case (sd 2.1%) and the 1% bar vetoed one of 8; the baseline's 9
 launches there had a CV of 1.29%, so the bar on that case is 1% + 2.326 x 1.41 x 1.29% = 5.2%. On
@@ -269,12 +270,14 @@ def profiling_level(
 
 def baseline_launches(state: RunState, case_id: str) -> list[float]:
     """Every duration (us) of the baseline's main kernel that ncu took in this run on one case,
-    one launch each, each in its own process: the baseline's own profile, then the one profiled
-    beside each candidate, in the order the run recorded them."""
+    one launch each: the baseline's own profile and the second launch right after it in the same
+    process, then the one profiled beside each candidate (each in the candidate's process), in
+    the order the run recorded them."""
     base = state.candidates.get(BASELINE_ID)
     own = ncu_time_us(base, case_id) if base is not None else None
+    again = ncu_reference_us(base, case_id) if base is not None else None
     beside = (ncu_reference_us(c, case_id) for c in state.candidates.values() if c is not base)
-    return [us for us in (own, *beside) if us is not None and us > 0]
+    return [us for us in (own, again, *beside) if us is not None and us > 0]
 
 
 def veto_bar(launches: Sequence[float]) -> tuple[float, str]:

@@ -31,6 +31,10 @@ Invariants:
   (benchmarks/results/h100_ncu_pairing_2026-12-05), launch-to-launch as much as between
   processes. These reference launches, one per candidate, are also what sets the veto's bar
   (optimizer.decision.kernel.veto_bar); several alternated launches a side would narrow it.
+  The baseline's own profile takes a second launch of its kernel right after the first, recorded
+  the same way, so that the bar has three launches at the first candidate: with two, it was 1%
+  alone, and on an H100 A/A run an unchanged first candidate was vetoed at +2.1% on a 12 us case
+  (benchmarks/results/h100_noise_2026-12-05).
   A reference that fails to build or launch leaves the candidate's own profile as it was.
 """
 
@@ -121,6 +125,7 @@ class _Child:
         self.built: str | None = None  # the source the child has built
         self.warmed: set[str] = set()  # cases verified once since the build (warm-up launch)
         self.paired = False  # whether the reference is built beside the candidate
+        self.again = False  # whether this is the reference itself: a second launch follows its own
         self.ref_warmed: set[str] = set()  # the same for the reference
         self.ref_failed = ""  # why the reference cannot be profiled beside the candidate
         self.waited_ms = 0.0  # how long the loop waited for it before the benchmark
@@ -145,6 +150,7 @@ class _Child:
         self._verify_all("A", "verify")
         ref = self.reference
         self.paired = ref is not None and ref.source != source and not self.ref_failed
+        self.again = ref is not None and ref.source == source
         if self.paired:
             assert ref is not None
             self.session.send(
@@ -224,6 +230,14 @@ class _Child:
         )
         return {**reply, "launch": WARMUP_LAUNCHES + 1 if skip == 0 else skip + 1}
 
+    def _second(self, case: CaseSpec) -> dict[str, Any] | None:
+        """The baseline's kernel right after the one profiled: beside a candidate, the baseline's
+        own build; in the baseline's own profile, a second launch of it, so that the veto's bar
+        knows the launch-to-launch noise from the first candidate on (module doc)."""
+        if self.paired:
+            return self._range(case, reference=True)
+        return self._range(case) if self.again else None
+
     def profile(
         self,
         cid: str,
@@ -247,9 +261,7 @@ class _Child:
                 return out
             for case in cases:
                 mine = self._range(case)
-                ranges.append(
-                    (case, mine, self._range(case, reference=True) if self.paired else None)
-                )
+                ranges.append((case, mine, self._second(case)))
         except ChildGone as g:
             out.diagnostics.append(f"ncu child: {g.kind.value}: {tail(g.detail, 300)}")
         finally:
@@ -291,6 +303,8 @@ class _Child:
             ref_launch = next(launches, None)
         if self.reference is not None and self.reference.source != self.built:
             diagnostics.append(self._reference_line(ref_reply, ref_launch))
+        elif self.again and ref_launch is not None:
+            diagnostics.append(f"a second launch of {self.kernel} profiled right after it")
         if not reply.get("ok"):
             diagnostics.append(f"ncu child: {reply.get('error')}")
         elif not reply.get("profiled"):

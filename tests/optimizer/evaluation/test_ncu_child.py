@@ -229,13 +229,21 @@ def test_a_parallel_run_that_begins_no_child_is_profiled_by_the_prestarted_one(t
         p.close()
 
 
-def test_the_baseline_is_profiled_beside_each_later_candidate_in_the_candidates_process(tmp_path):
+def test_the_baseline_is_profiled_twice_and_beside_each_later_candidate_in_its_process(tmp_path):
     p = profiler(tmp_path)
     cases = p.ev.bundle.cases
     candidate = KERNEL + "\n# the candidate\n"
     try:
+        # the baseline's own profile takes a second launch of its kernel right after the first
+        # (rows: case a's first and second, b's): the veto's bar has three launches at c001
+        (tmp_path / "ncu.scales").write_text("1.0 1.02 0.9 0.88")
         base = p.profile("baseline", KERNEL, cases, "add_kernel", Level.DEEP, 120, baseline=True)
-        assert all(ncu.REFERENCE_DURATION not in {m.name for m in e.metrics} for e in base.events)
+        own = [{m.name: m.value for m in e.metrics} for e in base.events]
+        assert [round(d[ncu.DURATION], 2) for d in own] == [44.64, 40.18]
+        assert [round(d[ncu.REFERENCE_DURATION], 2) for d in own] == [45.53, 39.28]
+        assert all(
+            "a second launch of add_kernel profiled right" in e.diagnostics for e in base.events
+        )
         assert p.reference == ncu_child.BaselineKernel(source=KERNEL, kernel="add_kernel")
         # the rows ncu writes, in launch order: case a's candidate, a's baseline, b's, b's
         (tmp_path / "ncu.scales").write_text("1.0 1.03 0.9 0.9")
