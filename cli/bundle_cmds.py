@@ -56,7 +56,9 @@ def bundle_group() -> None:
     multiple=True,
     metavar="NAME=VALUE",
     help=with_default(
-        "A number or True/False argument of the entry point, the same in every case.", "none"
+        "A number, True/False or string argument of the entry point, the same in every case "
+        "(a word is a string: activation=gelu; quote other text: mode=\"'a b'\").",
+        "none",
     ),
 )
 @click.option(

@@ -8,7 +8,9 @@ Invariants:
   of a torch.autograd.Function subclass it defines (`Fn.apply`, or a top-level name bound to
   it: the Triton tutorials' style), whose parameters are forward's less ctx; anything else the
   name is bound to is refused, saying what it is. Every --shape and --scalar names one of its
-  parameters, and every parameter without a default is given; the reference is an expression
+  parameters, and every parameter without a default is given; a --scalar is a number, True/False
+  or a string (a bare word, or quoted), and a string given to a parameter the entry point
+  declares a number (`eps: float`, `eps=1e-6`) is refused; the reference is an expression
   over those names (and torch, F, math, builtins) or FILE.py:FUNC of a file that defines FUNC.
   A bad input is a BundleError of one line.
 - The harness is the fixed template templates/harness.py.j2: the entry point's name, an apply's
@@ -38,7 +40,7 @@ import shutil
 import sys
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeGuard
 
@@ -192,14 +194,19 @@ def _shape(text: str) -> tuple[str, list[int], str | None]:
 
 
 def _scalar(text: str) -> tuple[str, Any]:
+    """One --scalar: a number, True/False, a quoted string, or a bare word, taken as a string
+    (`activation=gelu`: the Triton tutorials' ACTIVATION constexpr); anything else is refused
+    (`eps=1e-6x` is neither a number nor a word)."""
     name, eq, value = text.partition("=")
+    value = value.strip()
     try:
-        parsed = ast.literal_eval(value.strip())
+        parsed = ast.literal_eval(value)
     except (ValueError, SyntaxError):
-        parsed = None
-    if not eq or not _NAME.match(name.strip()) or not isinstance(parsed, int | float | bool):
+        parsed = value if _NAME.match(value) else None
+    if not eq or not _NAME.match(name.strip()) or not isinstance(parsed, int | float | bool | str):
         raise BundleError(
-            f"--scalar {text!r}: write NAME=VALUE with a number or True/False, e.g. eps=1e-6"
+            f"--scalar {text!r}: write NAME=VALUE with a number, True/False or a word (a string "
+            "argument), e.g. eps=1e-6 or activation=gelu"
         )
     return name.strip(), parsed
 
@@ -243,6 +250,29 @@ class EntryPoint:
     parameters: list[str]
     required: set[str]
     positional: bool
+    numbers: dict[str, str] = field(default_factory=dict)  # parameter -> why it is a number
+
+
+def _numbers(args: ast.arguments) -> dict[str, str]:
+    """The parameters declared numbers, by annotation (int, float, bool) or by a number as their
+    default, each with that declaration in words, e.g. "`eps: float`"."""
+    plain = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(plain) - len(args.defaults))
+    pairs = zip(
+        [*plain, *args.kwonlyargs], [*defaults, *args.defaults, *args.kw_defaults], strict=True
+    )
+    out = {}
+    for arg, default in pairs:
+        if arg.annotation is not None and ast.unparse(arg.annotation) in ("int", "float", "bool"):
+            out[arg.arg] = f"`{arg.arg}: {ast.unparse(arg.annotation)}`"
+        elif default is not None:
+            try:
+                value = ast.literal_eval(default)
+            except ValueError:
+                continue
+            if isinstance(value, int | float | bool):
+                out[arg.arg] = f"`{arg.arg}={ast.unparse(default)}`"
+    return out
 
 
 ACCEPTED_ENTRIES = (
@@ -312,7 +342,7 @@ def _apply_parameters(cls: ast.ClassDef, entry: str) -> EntryPoint:
     positional = [p.arg for p in [*a.posonlyargs, *a.args]]
     required = positional[: len(positional) - len(a.defaults)]
     skip = 0 if "setup_context" in methods else 1
-    return EntryPoint(positional[skip:], set(required[skip:]), positional=True)
+    return EntryPoint(positional[skip:], set(required[skip:]), positional=True, numbers=_numbers(a))
 
 
 def entry_parameters(source: str, entry: str, kernel_name: str) -> EntryPoint:
@@ -352,7 +382,7 @@ def entry_parameters(source: str, entry: str, kernel_name: str) -> EntryPoint:
     names = positional + [p.arg for p in a.kwonlyargs]
     if a.kwarg is not None:
         names.append("**")
-    return EntryPoint(names, required, positional=False)
+    return EntryPoint(names, required, positional=False, numbers=_numbers(a))
 
 
 def _check_arguments(given: list[str], params: list[str], required: set[str], entry: str) -> None:
@@ -368,6 +398,17 @@ def _check_arguments(given: list[str], params: list[str], required: set[str], en
             f"{entry}'s parameter {missing[0]} is given no --shape or --scalar (every parameter "
             "without a default needs one)"
         )
+
+
+def _check_words(scalars: dict[str, Any], entry: EntryPoint, name: str) -> None:
+    """A word given to a parameter the entry point declares a number is refused: `eps=le-6`
+    would reach the kernel as the string 'le-6'."""
+    for scalar, value in scalars.items():
+        if isinstance(value, str) and scalar in entry.numbers:
+            raise BundleError(
+                f"--scalar {scalar}={value}: {value!r} is not a number, and {name} declares "
+                f"{entry.numbers[scalar]}"
+            )
 
 
 def _positional(given: list[str], entry: EntryPoint, name: str) -> list[str]:
@@ -508,6 +549,7 @@ def new_bundle(request: BundleRequest, validate: Validate | None) -> NewBundle:
     arguments = [*params["shapes"], *params["scalars"]]
     entry = entry_parameters(source, request.entry, kernel.name)
     _check_arguments(arguments, entry.parameters, entry.required, request.entry)
+    _check_words(params["scalars"], entry, request.entry)
     positional = _positional(arguments, entry, request.entry) if entry.positional else []
     ref_file = _reference_file(request.reference)
     expression = None if ref_file else _expression(request.reference, arguments)

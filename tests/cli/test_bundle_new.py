@@ -207,7 +207,8 @@ def test_no_validate_writes_the_bundle_unchecked(tmp_path):
         ({"--reference": "torch.add(x, w)"}, None, "--reference names w, which is no argument"),
         ({"--reference": "x +"}, None, "--reference 'x +' is not a Python expression"),
         ({"--dtype": "float128"}, None, "--dtype: dtype 'float128' is not one of float64"),
-        ({"--scalar": "alpha=fast"}, None, "--scalar 'alpha=fast': write NAME=VALUE"),
+        ({"--scalar": "alpha=1e-6x"}, None, "--scalar 'alpha=1e-6x': write NAME=VALUE"),
+        ({"--scalar": "alpha=[1, 2]"}, None, "--scalar 'alpha=[1, 2]': write NAME=VALUE"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, options, shapes, message):
@@ -306,3 +307,61 @@ def test_a_kernel_file_that_queries_the_gpu_at_import_is_refused_with_its_line(t
     assert "(kernel file line 7: PROPERTIES = driver.active.utils.get_device_properties(0))" in line
     assert "take device numbers (the SM count) from a constant" in line
     assert not (tmp_path / "bundle").exists()
+
+
+ACTIVATION = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def act_kernel(x_ptr, out_ptr, n, ACTIVATION: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    if ACTIVATION == "relu":
+        x = tl.maximum(x, 0.0)
+    tl.store(out_ptr + offs, x, mask=mask)
+
+
+def act(x, activation="", scale: float = 1.0):
+    out = torch.empty_like(x)
+    act_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), ACTIVATION=activation, BLOCK=256)
+    return out * scale
+"""
+
+
+def new_act_bundle(tmp: Path, out: str, reference: str, scalar: str) -> Result:
+    (tmp / "act.py").write_text(ACTIVATION)
+    return cli(
+        "bundle", "new", "--kernel", str(tmp / "act.py"), "--entry", "act", "--reference",
+        reference, "--shape", "x=500", "--scalar", scalar, "--backend", "cpu", "--out", str(tmp / out),
+    )  # fmt: skip
+
+
+def scalars(bundle: Path) -> dict:
+    [case] = json.loads((bundle / "cases.json").read_text())
+    return case["parameters"]["scalars"]
+
+
+@pytest.mark.slow
+def test_a_word_is_a_string_argument_as_the_tutorials_activation(tmp_path):
+    # the Triton matmul tutorial's style: ACTIVATION, a string constexpr ("leaky_relu" or ""),
+    # passed through the launching function; `--scalar activation=relu` was refused ("write
+    # NAME=VALUE with a number or True/False")
+    relu = "torch.relu(x) if activation == 'relu' else x"
+    made = new_act_bundle(tmp_path, "bundle", relu, "activation=relu")
+    assert made.exit_code == 0, made.output
+    assert scalars(tmp_path / "bundle") == {"activation": "relu"}
+    # a quoted string is a string too, and a word given to a number is refused
+    quoted = new_act_bundle(tmp_path, "quoted", "x", "activation=''")
+    assert quoted.exit_code == 0, quoted.output
+    assert scalars(tmp_path / "quoted") == {"activation": ""}
+    worded = new_act_bundle(tmp_path, "worded", "x", "scale=one")
+    assert worded.exit_code == 1
+    [line] = worded.stderr.strip().splitlines()
+    assert (
+        line == "Error: --scalar scale=one: 'one' is not a number, and act declares `scale: float`"
+    )
+    assert not (tmp_path / "worded").exists()
