@@ -28,6 +28,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict
 
 from optimizer.decision import stats
+from optimizer.units import us
 from profilers.hardware import Resource, lookup_device
 from profilers.ncu import DURATION, REFERENCE_DURATION
 from profilers.roofline import roofline
@@ -277,7 +278,7 @@ def baseline_launches(state: RunState, case_id: str) -> list[float]:
     own = ncu_time_us(base, case_id) if base is not None else None
     again = ncu_reference_us(base, case_id) if base is not None else None
     beside = (ncu_reference_us(c, case_id) for c in state.candidates.values() if c is not base)
-    return [us for us in (own, again, *beside) if us is not None and us > 0]
+    return [t for t in (own, again, *beside) if t is not None and t > 0]
 
 
 def veto_bar(launches: Sequence[float]) -> tuple[float, str]:
@@ -312,7 +313,7 @@ def ncu_veto(state: RunState, cid: str, cases: Collection[str]) -> list[str]:
             where = "profiled after it in its process" if beside is not None else "own profile"
             problems.append(
                 f"ncu veto: case {case_id} main kernel {_ncu_kernel(cand, case_id)} ran "
-                f"{c:.4g} us under ncu, {over:+.1%} against the baseline's {b:.4g} us "
+                f"{us(c)} us under ncu, {over:+.1%} against the baseline's {us(b)} us "
                 f"({where}; {why})"
             )
     return problems
@@ -325,7 +326,7 @@ def _disagreement(clocks: dict[str, float | None]) -> str:
     lo, hi = min(known, key=known.__getitem__), max(known, key=known.__getitem__)
     if known[hi] / known[lo] - 1.0 <= DISAGREEMENT:
         return ""
-    text = ", ".join(f"{k} {v:.4g} us" for k, v in known.items())
+    text = ", ".join(f"{k} {us(v)} us" for k, v in known.items())
     return (
         f"{hi} is {known[hi] / known[lo]:.2f}x {lo} ({text}): wrapper overhead, extra "
         "kernels or caching between the benchmark and the kernel"

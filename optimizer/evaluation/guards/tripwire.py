@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from optimizer.units import us
+
 MAX_PLAUSIBLE_SPEEDUP = 10.0  # over the parent, per case
 
 
@@ -32,7 +34,7 @@ def check(
                 Tripped(
                     "tripwire:speedup>10x",
                     f"case {case_id}: {parent / median_us:.1f}x faster than the parent "
-                    f"({parent:.3g} us -> {median_us:.3g} us)",
+                    f"({us(parent)} us -> {us(median_us)} us)",
                 )
             )
         bytes_moved, flops = declared.get(case_id, (None, None))

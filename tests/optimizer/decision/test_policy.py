@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
+from optimizer import units
 from optimizer.decision import policy, pooling, stats
 from tlxstore.events import (
     BenchmarkSampled,
@@ -840,3 +841,25 @@ def test_a_revalidation_that_disagrees_with_its_decision_says_the_machine_change
         ]
     )
     assert pooled is not None and f"pooled, the two read {pooled.speedup:.4f}x" in note
+
+
+def test_times_of_ten_thousand_microseconds_and_more_read_as_plain_numbers():
+    """A reason's times in one format: '1.395e+04 -> 8230 us' read as two kinds of number."""
+    assert [units.us(v) for v in (13950.4, 8230.0, 183.24, 12.448, 0.5)] == [
+        "13950",
+        "8230",
+        "183.2",
+        "12.45",
+        "0.5",
+    ]
+    big = {k: [x * 200 for x in v] for k, v in BASE.items()}
+    events = _stale_baseline() + _windowed("c001", {"c001": FAST, "baseline": BASE})
+    events.append(decide(events))
+    slow = {k: [x * (1.8 if k == "large" else 1.5) for x in v] for k, v in big.items()}
+    fast = {k: [x * 200 for x in v] for k, v in FAST.items()}
+    drifted = in_window(
+        "c001", {"c001": fast, "baseline": slow}, phase=Phase.REVALIDATION, per_block=1
+    )
+    r = policy.decide_revalidation(build_state(events + drifted), "c001", "baseline", T, W)
+    (note,) = [n for n in r.notes if "disagree beyond their intervals" in n]
+    assert "the baseline's median on case large went 100.2 -> 36000 us" in note, note
