@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from optimizer.evaluation import interpreter
 from optimizer.evaluation.guards.snapshot import Snapshot, bundle_modules
 from optimizer.evaluation.launches import observing
 from tlxstore.config import settings
@@ -284,6 +285,8 @@ class Child:
     def load(self, msg: dict[str, Any]) -> dict[str, Any]:
         root = Path(msg["bundle_root"])
         self.bundle_root = root
+        if _interpreted():  # do_bench and autotune lists timed on the CPU clock
+            interpreter.install()
         sys.path.insert(0, str(root))
         path = root / msg.get("harness_file", "harness.py")
         spec = importlib.util.spec_from_file_location(HARNESS_MODULE, path)

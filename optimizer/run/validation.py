@@ -256,11 +256,10 @@ def _warned(name: str, detail: str) -> ValidationCheck:
 KNOWN_CAUSES = {
     "0 active drivers": (
         "Triton found no GPU driver: what asks Triton for the GPU needs one (a device query such "
-        "as driver.active.utils.get_device_properties, a kernel's .warmup(), "
-        "triton.testing.do_bench, an @triton.autotune list of more than one config); on the "
-        "interpreter (TRITON_INTERPRET=1) time the call with a CPU clock (time.perf_counter), "
-        "give the kernel one config and take device numbers (the SM count) from a constant "
-        "(docs/TUNE.md)"
+        "as driver.active.utils.get_device_properties, a kernel's .warmup(), CUDA graphs); on "
+        "the interpreter (TRITON_INTERPRET=1) take device numbers (the SM count) from a constant "
+        "(tlxdb times triton.testing.do_bench and @triton.autotune lists on the CPU clock there: "
+        "docs/MEASUREMENTS.md)"
     ),
 }
 

@@ -365,3 +365,36 @@ def test_a_word_is_a_string_argument_as_the_tutorials_activation(tmp_path):
         line == "Error: --scalar scale=one: 'one' is not a number, and act declares `scale: float`"
     )
     assert not (tmp_path / "worded").exists()
+
+
+AUTOTUNED = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"])
+@triton.jit
+def double_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+
+def double(x):
+    out = torch.empty_like(x)
+    grid = lambda META: (triton.cdiv(x.numel(), META["BLOCK"]),)
+    double_kernel[grid](x, out, x.numel())
+    return out
+"""
+
+
+@pytest.mark.slow
+def test_a_kernel_with_an_autotune_list_runs_on_the_interpreter(tmp_path):
+    """The Triton matmul tutorial's kernel, as written, has an autotune list of several configs,
+    which times them with the GPU driver before the first launch: on the interpreter it raised
+    '0 active drivers' and no bundle could be made on a CPU machine. The harness child times the
+    configs on the CPU clock there."""
+    made = new_double_bundle(tmp_path, AUTOTUNED)
+    assert made.exit_code == 0, made.output
+    assert "PASS  baseline:build" in made.stdout

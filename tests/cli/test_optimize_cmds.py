@@ -555,18 +555,16 @@ def benchmark(artifact, case, repetitions):
 """
 
 
-def test_validate_says_why_do_bench_fails_on_the_interpreter(tmp_path):
-    """A harness timed with triton.testing.do_bench, as most GPU harnesses are, meets Triton's
-    'RuntimeError: 0 active drivers' on the CPU interpreter: the failure says what that means
-    and what to do, not the error alone."""
+def test_a_harness_timed_with_do_bench_validates_on_the_interpreter(tmp_path):
+    """A harness timed with triton.testing.do_bench, as most GPU harnesses are, met Triton's
+    'RuntimeError: 0 active drivers' on the CPU interpreter and could not run on a CPU machine:
+    the harness child times do_bench on the CPU clock there (optimizer.evaluation.interpreter)."""
     bundle = vecadd_bundle(tmp_path / "bundle", harness_append=DO_BENCH)
     r = _invoke(["validate", "--kernel", str(KERNEL), "--bundle", str(bundle)])
-    assert r.exit_code == 1, r.output
-    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("FAIL")]
-    assert line.split()[1] == "baseline:samples" and "0 active drivers" in line, line
-    assert "Triton found no GPU driver: what asks Triton for the GPU needs one" in line
-    assert "triton.testing.do_bench" in line
-    assert "time the call with a CPU clock (time.perf_counter)" in line
+    assert r.exit_code == 0, r.output
+    checks = {ln.split()[1]: ln.split()[0] for ln in r.stdout.splitlines()[1:]}
+    assert checks["baseline:samples"] in ("PASS", "WARN")  # the interpreter's times are noisy
+    assert checks["baseline:units"] == "WARN"  # its quantiles, returned as samples, are named
 
 
 QUANTILES_IN_MS = """
