@@ -282,10 +282,23 @@ ACCEPTED_ENTRIES = (
 )
 
 
-def _is_autograd_function(node: ast.stmt | None) -> TypeGuard[ast.ClassDef]:
-    """Whether `node` is a class with a base named Function (torch.autograd.Function)."""
+def _lineage(tree: ast.Module, cls: ast.ClassDef) -> list[ast.ClassDef]:
+    """`cls` and the classes of the same file it derives from, nearest first (each once)."""
+    seen = [cls]
+    for node in seen:
+        for base in node.bases:
+            found = _binding(tree, ast.unparse(base))
+            if isinstance(found, ast.ClassDef) and found not in seen:
+                seen.append(found)
+    return seen
+
+
+def _is_autograd_function(node: ast.stmt | None, tree: ast.Module) -> TypeGuard[ast.ClassDef]:
+    """Whether `node` is a class with a base named Function (torch.autograd.Function), itself
+    or through a class of the same file it derives from (`class Fn(_Common)`, `_Common` the
+    file's own Function subclass)."""
     return isinstance(node, ast.ClassDef) and any(
-        ast.unparse(b).split(".")[-1] == "Function" for b in node.bases
+        ast.unparse(b).split(".")[-1] == "Function" for c in _lineage(tree, node) for b in c.bases
     )
 
 
@@ -308,11 +321,11 @@ def _binding(tree: ast.Module, name: str) -> ast.stmt | None:
     return found
 
 
-def _found(node: ast.stmt, name: str) -> str:
+def _found(tree: ast.Module, node: ast.stmt, name: str) -> str:
     """What the kernel file binds `name` to, in words, for a refusal."""
     where = f"(line {node.lineno})"
     if isinstance(node, ast.ClassDef):
-        if _is_autograd_function(node):
+        if _is_autograd_function(node, tree):
             return f"defines {name} as a torch.autograd.Function subclass {where}"
         return f"defines {name} as a class {where}, not a torch.autograd.Function subclass"
     if isinstance(node, ast.Import | ast.ImportFrom):
@@ -332,10 +345,16 @@ def _found(node: ast.stmt, name: str) -> str:
     return f"binds {name} as `{text if len(text) <= 60 else text[:57] + '...'}` {where}"
 
 
-def _apply_parameters(cls: ast.ClassDef, entry: str) -> EntryPoint:
+def _apply_parameters(tree: ast.Module, cls: ast.ClassDef, entry: str) -> EntryPoint:
     """The parameters of `cls.apply`: forward's positional ones, less ctx (forward has none
-    where the class defines setup_context)."""
-    methods = {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)}
+    where the class defines setup_context); forward and setup_context as `cls` has them, its own
+    or those of the file's classes it derives from."""
+    methods = {
+        n.name: n
+        for c in reversed(_lineage(tree, cls))
+        for n in c.body
+        if isinstance(n, ast.FunctionDef)
+    }
     if "forward" not in methods:
         raise BundleError(f"{entry}: {cls.name} defines no forward, so its apply launches nothing")
     a = methods["forward"].args
@@ -353,18 +372,18 @@ def entry_parameters(source: str, entry: str, kernel_name: str) -> EntryPoint:
     owner, dot, attribute = entry.partition(".")
     node = _binding(tree, owner)
     if dot:
-        if attribute == "apply" and _is_autograd_function(node):
-            return _apply_parameters(node, entry)
-        found = f"defines no {owner}" if node is None else _found(node, owner)
+        if attribute == "apply" and _is_autograd_function(node, tree):
+            return _apply_parameters(tree, node, entry)
+        found = f"defines no {owner}" if node is None else _found(tree, node, owner)
         raise BundleError(f"--entry {entry}: {kernel_name} {found}; {ACCEPTED_ENTRIES}")
     if node is None:
         raise BundleError(f"{kernel_name} defines no function {entry}; {ACCEPTED_ENTRIES}")
     if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Attribute):
         cls = _binding(tree, ast.unparse(node.value.value))
-        if node.value.attr == "apply" and _is_autograd_function(cls):
-            return _apply_parameters(cls, entry)
+        if node.value.attr == "apply" and _is_autograd_function(cls, tree):
+            return _apply_parameters(tree, cls, entry)
     if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-        raise BundleError(f"{kernel_name} {_found(node, entry)}; {ACCEPTED_ENTRIES}")
+        raise BundleError(f"{kernel_name} {_found(tree, node, entry)}; {ACCEPTED_ENTRIES}")
     if any(_is_jit(d) for d in node.decorator_list):
         raise BundleError(
             f"{entry} is a Triton kernel (@{ast.unparse(node.decorator_list[0])}); give --entry "

@@ -170,3 +170,28 @@ def test_a_forward_without_ctx_has_all_its_parameters(tmp_path):
     assert made.exit_code == 0, made.output
     harness = (tmp_path / "b" / "harness.py").read_text()
     assert "POSITIONAL = ('x', 'normalized_shape', 'weight', 'bias', 'eps')" in harness
+
+
+THROUGH_A_BASE = ROW_NORM.replace(
+    "class RowNorm(torch.autograd.Function):",
+    "class _Common(torch.autograd.Function):\n    @staticmethod\n    def backward(ctx, dy):\n"
+    "        raise NotImplementedError\n\n\nclass RowNorm(_Common):",
+)
+
+
+@pytest.mark.slow
+def test_an_apply_of_a_function_derived_through_a_base_of_the_file_is_found(tmp_path):
+    """`class RowNorm(_Common)`, `_Common` the file's own torch.autograd.Function subclass, was
+    refused ("defines no torch.autograd.Function subclass RowNorm"): only a base named Function
+    counted. Its lineage in the file counts now, and forward may come from a base."""
+    made = bundle_new(tmp_path, "row_norm", THROUGH_A_BASE)
+    assert made.exit_code == 0, made.output
+    assert "PASS  baseline:verify" in made.stdout
+    inherited = THROUGH_A_BASE.replace(
+        "row_norm = RowNorm.apply", "class Again(RowNorm):\n    pass\n\n\nrow_norm = Again.apply"
+    )
+    (tmp_path / "again").mkdir()
+    again = bundle_new(tmp_path / "again", "Again.apply", inherited, [*ARGUMENTS, "--no-validate"])
+    assert again.exit_code == 0, again.output
+    harness = (tmp_path / "again" / "b" / "harness.py").read_text()
+    assert "POSITIONAL = ('x', 'normalized_shape', 'weight', 'bias', 'eps')" in harness
