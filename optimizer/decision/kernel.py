@@ -28,7 +28,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict
 
 from optimizer.decision import stats
-from optimizer.units import us
+from optimizer.units import number
 from profilers.hardware import Resource, lookup_device
 from profilers.ncu import DURATION, REFERENCE_DURATION
 from profilers.roofline import roofline
@@ -313,7 +313,7 @@ def ncu_veto(state: RunState, cid: str, cases: Collection[str]) -> list[str]:
             where = "profiled after it in its process" if beside is not None else "own profile"
             problems.append(
                 f"ncu veto: case {case_id} main kernel {_ncu_kernel(cand, case_id)} ran "
-                f"{us(c)} us under ncu, {over:+.1%} against the baseline's {us(b)} us "
+                f"{number(c)} us under ncu, {over:+.1%} against the baseline's {number(b)} us "
                 f"({where}; {why})"
             )
     return problems
@@ -326,7 +326,7 @@ def _disagreement(clocks: dict[str, float | None]) -> str:
     lo, hi = min(known, key=known.__getitem__), max(known, key=known.__getitem__)
     if known[hi] / known[lo] - 1.0 <= DISAGREEMENT:
         return ""
-    text = ", ".join(f"{k} {us(v)} us" for k, v in known.items())
+    text = ", ".join(f"{k} {number(v)} us" for k, v in known.items())
     return (
         f"{hi} is {known[hi] / known[lo]:.2f}x {lo} ({text}): wrapper overhead, extra "
         "kernels or caching between the benchmark and the kernel"

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from optimizer.units import us
+from optimizer.units import number
 from tlxstore.events import MachineSampled, Phase
 from tlxstore.fold import CandidateState, RunState
 
@@ -118,8 +118,8 @@ class HostCost:
     def note(self) -> str:
         return (
             f"case {self.case_id}: {self.host_share:.0%} of the time is host work; kernel "
-            f"changes move at most {1 - self.host_share:.0%} ({us(self.latency_us)} us per call, "
-            f"{us(self.device_us)} us of it on the GPU)"
+            f"changes move at most {1 - self.host_share:.0%} ({number(self.latency_us)} us per call, "
+            f"{number(self.device_us)} us of it on the GPU)"
         )
 
 

@@ -72,7 +72,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from optimizer.decision import kernel, machine, pooling, stats
-from optimizer.units import us
+from optimizer.units import number
 from tlxstore.events import (
     BASELINE_ID,
     BenchmarkSampled,
@@ -213,7 +213,7 @@ def measurement_problems(
         if regression > MAX_P95_REGRESSION:
             problems.append(
                 f"case {case.case_id} p95 regressed {regression:.1%} "
-                f"({us(case.baseline_p95_us)} -> {us(case.candidate_p95_us)} us; "
+                f"({number(case.baseline_p95_us)} -> {number(case.candidate_p95_us)} us; "
                 f"max {MAX_P95_REGRESSION:.0%})"
             )
     return Findings(problems, notes)
@@ -236,7 +236,7 @@ def _noisy_case_regressed(c: Comparison, case: CaseSpeedup) -> Findings:
     )
     numbers = (
         f"{case.speedup:.4f}x ({_confidence_pct()} CI {low:.4f}-{high:.4f}; median "
-        f"{us(case.baseline_median_us)} -> {us(case.candidate_median_us)} us)"
+        f"{number(case.baseline_median_us)} -> {number(case.candidate_median_us)} us)"
     )
     if high < bound:
         problem = (
@@ -1038,7 +1038,7 @@ def _drift_notes(
         default=None,
     )
     where = (
-        f" (the baseline's median on case {moved} went {us(before[moved])} -> {us(after[moved])} us)"
+        f" (the baseline's median on case {moved} went {number(before[moved])} -> {number(after[moved])} us)"
         if moved is not None
         else ""
     )

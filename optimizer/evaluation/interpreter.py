@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from optimizer.decision import stats
+
 MIN_CALLS, MAX_CALLS = 3, 100  # timed calls, whatever `rep` asks (an interpreted call is slow)
 
 
@@ -48,7 +50,7 @@ def do_bench(
         fn()
         times.append((time.perf_counter() - start) * 1e3)
     if quantiles is not None:
-        values = [_quantile(times, q) for q in quantiles]
+        values = [stats.quantile(times, q) for q in quantiles]
         return values[0] if len(values) == 1 else values
     if return_mode == "all":
         return times
@@ -56,18 +58,9 @@ def do_bench(
         "min": min,
         "max": max,
         "mean": statistics.mean,
-        "median": statistics.median,
+        "median": stats.median,
     }
     return summary[return_mode](times)
-
-
-def _quantile(times: list[float], q: float) -> float:
-    """The q-quantile of `times`, interpolated linearly between order statistics (as Triton)."""
-    ordered = sorted(times)
-    position = q * (len(ordered) - 1)
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def install() -> None:

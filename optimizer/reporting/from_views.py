@@ -23,6 +23,7 @@ from optimizer.atomic import write_atomic
 from optimizer.decision import stats
 from optimizer.reporting import plots
 from optimizer.reporting.live import cpu_list
+from optimizer.units import number
 from tlxstore.errors import TlxdbError, UnknownRunError
 from tlxstore.events import BASELINE_ID, RunEnvironment
 from tlxstore.hashing import tagged_prefix
@@ -60,7 +61,7 @@ def _text(v: Any) -> str:
     if v is None:
         return ""
     if isinstance(v, float):
-        return f"{v:.4g}"
+        return number(v)
     if isinstance(v, datetime):
         return v.strftime("%Y-%m-%d %H:%M:%S")
     return " ".join(str(v).split())

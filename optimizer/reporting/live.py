@@ -9,7 +9,7 @@ from optimizer.decision import machine, stats
 from optimizer.decision.policy import window_blocks
 from optimizer.evaluation import window
 from optimizer.reporting.result import case_numbers
-from optimizer.units import us
+from optimizer.units import number
 from tlxstore.events import (
     BASELINE_ID,
     BenchmarkSampled,
@@ -138,7 +138,7 @@ def _roofline_line(e: RooflineAssessed, state: RunState) -> str | None:
     ]
     rates = "; ".join(p for p in parts if p) or "no bytes or flops known"
     line = (
-        f"{e.candidate_id} roofline {e.case_id}: {us(e.time_us)} us ({e.time_source}), {rates}, "
+        f"{e.candidate_id} roofline {e.case_id}: {number(e.time_us)} us ({e.time_source}), {rates}, "
         f"{e.bound}-bound"
     )
     if e.disagreement:

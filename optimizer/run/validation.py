@@ -38,7 +38,7 @@ from optimizer.evaluation import attribution, window
 from optimizer.evaluation.child import SAME_ARTIFACT
 from optimizer.evaluation.evaluator import Evaluator
 from optimizer.evaluation.requests import EvalRequest, EvalSummary
-from optimizer.units import us
+from optimizer.units import number
 from tlxstore.errors import ConfigError
 from tlxstore.events import (
     BASELINE_ID,
@@ -371,9 +371,9 @@ def _shape_check(baseline: CandidateState, thresholds: Thresholds) -> Validation
         if launched.attempt < 2 or not median or median * UNITS_FACTOR >= run_us:
             continue
         problems.append(
-            f"case {launched.case_id}: its samples (median {us(median)} us) are "
+            f"case {launched.case_id}: its samples (median {number(median)} us) are "
             f"{run_us / median:.0f}x shorter than its kernels' own run time while it was "
-            f"verified ({us(run_us)} us): benchmark() must return microseconds "
+            f"verified ({number(run_us)} us): benchmark() must return microseconds "
             "(triton.testing.do_bench returns milliseconds: multiply by 1000)"
         )
         break

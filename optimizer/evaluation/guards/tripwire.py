@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optimizer.units import us
+from optimizer.units import number
 
 MAX_PLAUSIBLE_SPEEDUP = 10.0  # over the parent, per case
 
@@ -34,7 +34,7 @@ def check(
                 Tripped(
                     "tripwire:speedup>10x",
                     f"case {case_id}: {parent / median_us:.1f}x faster than the parent "
-                    f"({us(parent)} us -> {us(median_us)} us)",
+                    f"({number(parent)} us -> {number(median_us)} us)",
                 )
             )
         bytes_moved, flops = declared.get(case_id, (None, None))

@@ -845,7 +845,7 @@ def test_a_revalidation_that_disagrees_with_its_decision_says_the_machine_change
 
 def test_times_of_ten_thousand_microseconds_and_more_read_as_plain_numbers():
     """A reason's times in one format: '1.395e+04 -> 8230 us' read as two kinds of number."""
-    assert [units.us(v) for v in (13950.4, 8230.0, 183.24, 12.448, 0.5)] == [
+    assert [units.number(v) for v in (13950.4, 8230.0, 183.24, 12.448, 0.5)] == [
         "13950",
         "8230",
         "183.2",

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from optimizer.decision import stats
 from optimizer.evaluation import interpreter
 
 
@@ -44,7 +45,8 @@ def test_gradients_are_cleared_before_each_timed_call():
     assert seen[0] == "stale" and seen[1:] == [None] * interpreter.MIN_CALLS
 
 
-def test_the_quantiles_interpolate_between_order_statistics():
-    assert interpreter._quantile([4.0, 1.0, 3.0, 2.0], 0.5) == 2.5
-    assert interpreter._quantile([1.0, 2.0, 3.0], 0.0) == 1.0
-    assert interpreter._quantile([1.0, 2.0, 3.0], 1.0) == 3.0
+def test_the_quantiles_interpolate_between_order_statistics_as_triton():
+    # do_bench's quantiles are stats.quantile's: linear between order statistics, as Triton's
+    assert stats.quantile([4.0, 1.0, 3.0, 2.0], 0.5) == 2.5
+    assert stats.quantile([1.0, 2.0, 3.0], 0.0) == 1.0
+    assert stats.quantile([1.0, 2.0, 3.0], 1.0) == 3.0

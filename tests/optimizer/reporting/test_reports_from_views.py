@@ -189,3 +189,14 @@ def test_a_history_of_a_name_with_no_run_suggests_the_kernels_of_the_store(store
     assert "did you mean softmax_kernel? see `tlxdb query" in out.stderr, out.stderr
     far = cli("history", "qqqq", "--store", str(store), "--to", str(tmp_path / "y"))
     assert far.exit_code == 1 and "did you mean" not in far.stderr
+
+
+def test_times_in_a_report_are_plain_numbers_never_in_exponent_form(store, tmp_path):
+    # a CPU run's medians are 1e4-1e5 us: its report's tables read "2.51e+05 | 7.733e+04" beside
+    # "3.246"; the tripwire's reason is the event's own text, written when the run was made
+    out = cli("report", h.CPU_SOFTMAX[0], "--store", str(store), "--to", str(tmp_path / "r"))
+    assert out.exit_code == 0, out.output
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert "| decision | 2x3000 | 1 | 251047 | 77334 | 3.246 | 0.3888 |" in text
+    ours = [ln for ln in text.splitlines() if "tripwire" not in ln]
+    assert not [ln for ln in ours if re.search(r"\d\.\d+e\+\d+", ln)]
